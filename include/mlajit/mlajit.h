@@ -1,0 +1,188 @@
+/* mlajit: run-time compiled MLA (multi-head latent attention) decode kernels.
+ *
+ * The one public C header. Every function returns an mlajit_status_t; on failure
+ * mlajit_last_error() (thread-local) holds a message naming the argument, the
+ * value received and what was expected. Nothing here aborts the process.
+ *
+ * Usage (error checks elided):
+ *
+ *   mlajit_runtime_t rt;
+ *   mlajit_runtime_options_t ro = MLAJIT_RUNTIME_OPTIONS_INIT;   // device 0
+ *   mlajit_runtime_create(&ro, &rt);
+ *
+ *   mlajit_plan_config_t cfg = MLAJIT_PLAN_CONFIG_INIT;
+ *   cfg.num_heads = 16; cfg.kv_format = MLAJIT_KV_FORMAT_FP8_E4M3;
+ *   cfg.sm_scale = 1.0f / sqrtf(192.0f);
+ *   mlajit_plan_t plan;   // host indptr arrays; reused by every layer of a step
+ *   mlajit_plan_create(rt, &cfg, batch, qo_indptr, kv_indptr, NULL, &plan);
+ *
+ *   mlajit_decode_args_t a = MLAJIT_DECODE_ARGS_INIT;
+ *   a.q = q; a.kv = kv; a.kv_scale = 0.02f; a.out = out;          // device pointers
+ *   for (int layer = 0; layer < 61; ++layer) mlajit_decode(plan, &a, stream);
+ *
+ *   mlajit_plan_free(plan);
+ *   mlajit_runtime_free(rt);
+ *
+ * Tensor layouts (all device pointers, row-major, contiguous):
+ *   q:   [total_q, num_heads, 576] bf16
+ *   kv:  flat  [num_tokens, token_bytes]; paged [num_pages * page_size, token_bytes]
+ *        token_bytes = 1152 (bf16), 576 (fp8 e4m3), 306 (MXFP4: 288 packed e2m1,
+ *        low nibble = even element, then 18 e8m0 scales, one per 32 elements)
+ *   out: [total_q, num_heads, 512] bf16
+ *   lse: [total_q, num_heads] fp32, natural log, optional (NULL)
+ */
+#ifndef MLAJIT_MLAJIT_H_
+#define MLAJIT_MLAJIT_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#define MLAJIT_API
+#else
+#define MLAJIT_API __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Status codes; the values equal absl::StatusCode's. */
+typedef enum mlajit_status {
+  MLAJIT_STATUS_OK = 0,
+  MLAJIT_STATUS_CANCELLED = 1,
+  MLAJIT_STATUS_UNKNOWN = 2,
+  MLAJIT_STATUS_INVALID_ARGUMENT = 3,
+  MLAJIT_STATUS_DEADLINE_EXCEEDED = 4,
+  MLAJIT_STATUS_NOT_FOUND = 5,
+  MLAJIT_STATUS_ALREADY_EXISTS = 6,
+  MLAJIT_STATUS_PERMISSION_DENIED = 7,
+  MLAJIT_STATUS_RESOURCE_EXHAUSTED = 8,
+  MLAJIT_STATUS_FAILED_PRECONDITION = 9, /* no device, no driver, JIT disabled */
+  MLAJIT_STATUS_ABORTED = 10,
+  MLAJIT_STATUS_OUT_OF_RANGE = 11,
+  MLAJIT_STATUS_UNIMPLEMENTED = 12, /* unsupported combination or architecture */
+  MLAJIT_STATUS_INTERNAL = 13,      /* e.g. our own template failed to compile */
+  MLAJIT_STATUS_UNAVAILABLE = 14,   /* e.g. cache lock timeout */
+  MLAJIT_STATUS_DATA_LOSS = 15,
+  MLAJIT_STATUS_UNAUTHENTICATED = 16
+} mlajit_status_t;
+
+typedef enum mlajit_kv_format {
+  MLAJIT_KV_FORMAT_BF16 = 0,
+  MLAJIT_KV_FORMAT_FP8_E4M3 = 1, /* one fp32 scale per tensor (kv_scale) */
+  MLAJIT_KV_FORMAT_MXFP4 = 2
+} mlajit_kv_format_t;
+
+typedef enum mlajit_q_mode {
+  MLAJIT_Q_MODE_BF16 = 0, /* "a16": products use Q in bf16 */
+  MLAJIT_Q_MODE_FP8 = 1   /* "a8": Q quantised per tensor to fp8 (scale = amax/448) */
+} mlajit_q_mode_t;
+
+typedef enum mlajit_log_level {
+  MLAJIT_LOG_LEVEL_ERROR = 0,
+  MLAJIT_LOG_LEVEL_WARN = 1,
+  MLAJIT_LOG_LEVEL_INFO = 2,
+  MLAJIT_LOG_LEVEL_DEBUG = 3
+} mlajit_log_level_t;
+
+/* Library version "MAJOR.MINOR.PATCH". */
+MLAJIT_API const char* mlajit_version(void);
+/* Message of the last failed call on this thread ("" if none). Valid until the
+ * next mlajit call on this thread. */
+MLAJIT_API const char* mlajit_last_error(void);
+/* Routes log lines (one event per line) to `sink`; NULL restores stderr. */
+typedef void (*mlajit_log_sink_t)(mlajit_log_level_t level, const char* line, void* user);
+MLAJIT_API void mlajit_set_log_sink(mlajit_log_sink_t sink, void* user);
+/* Frees memory returned by the library (strings from the *_json calls). */
+MLAJIT_API void mlajit_free(void* p);
+
+/* ---- kernel cache ------------------------------------------------------ */
+
+typedef struct mlajit_cache_options {
+  uint32_t struct_size;     /* sizeof(mlajit_cache_options_t) */
+  const char* cache_dir;    /* NULL: $MLAJIT_CACHE_DIR, $XDG_CACHE_HOME/mlajit, ~/.cache/mlajit */
+  const char* prebuilt_dir; /* read-only layer consulted first; NULL: $MLAJIT_CACHE_PREBUILT */
+  int memory_only;          /* 1: never touch the disk */
+  int disable_jit;          /* 1: a miss is an error (MLAJIT_DISABLE_JIT=1 also sets it) */
+  int save_source;          /* 1: keep rendered sources beside entries (MLAJIT_SAVE_SOURCE=1) */
+  int trust_cache_dir;      /* 1: skip the ownership/permission check on cache_dir */
+  uint64_t max_bytes;       /* size cap for LRU eviction; 0: default (4 GiB) */
+  const char* record_manifest; /* append every compiled spec to this manifest; NULL: $MLAJIT_RECORD_MANIFEST */
+} mlajit_cache_options_t;
+#define MLAJIT_CACHE_OPTIONS_INIT \
+  { sizeof(mlajit_cache_options_t), NULL, NULL, 0, 0, 0, 0, 0, NULL }
+
+/* ---- runtime ----------------------------------------------------------- */
+
+typedef struct mlajit_runtime* mlajit_runtime_t;
+
+typedef struct mlajit_runtime_options {
+  uint32_t struct_size;                /* sizeof(mlajit_runtime_options_t) */
+  int device_index;                    /* CUDA/HIP ordinal */
+  const mlajit_cache_options_t* cache; /* NULL: defaults and environment */
+} mlajit_runtime_options_t;
+#define MLAJIT_RUNTIME_OPTIONS_INIT { sizeof(mlajit_runtime_options_t), 0, NULL }
+
+/* One runtime per device. Thread-safe. FAILED_PRECONDITION without a GPU/driver. */
+MLAJIT_API mlajit_status_t mlajit_runtime_create(const mlajit_runtime_options_t* options,
+                                                 mlajit_runtime_t* runtime);
+MLAJIT_API void mlajit_runtime_free(mlajit_runtime_t runtime);
+/* Architecture string of the runtime's device ("sm_90a", "gfx942"); static storage. */
+MLAJIT_API const char* mlajit_runtime_arch(mlajit_runtime_t runtime);
+
+/* ---- plan -------------------------------------------------------------- */
+
+typedef struct mlajit_plan* mlajit_plan_t;
+
+typedef struct mlajit_plan_config {
+  uint32_t struct_size;          /* sizeof(mlajit_plan_config_t) */
+  int num_heads;                 /* 1..128 */
+  mlajit_kv_format_t kv_format;
+  mlajit_q_mode_t q_mode;
+  int causal;                    /* 1 (default): row t of a sequence sees kv_len-q_len+t */
+  float sm_scale;                /* softmax scale, > 0 and finite */
+  int page_size;                 /* 0: flat KV; 1, 16, 32, 64, 128: paged */
+  int write_lse;                 /* 1: decode writes lse */
+} mlajit_plan_config_t;
+#define MLAJIT_PLAN_CONFIG_INIT \
+  { sizeof(mlajit_plan_config_t), 0, MLAJIT_KV_FORMAT_FP8_E4M3, MLAJIT_Q_MODE_BF16, 1, 0.0f, 0, 0 }
+
+/* Builds the schedule for one batch layout and uploads it to the device.
+ *   qo_indptr: [batch_size + 1] host int32, query rows of sequence b are
+ *              [qo_indptr[b], qo_indptr[b+1]), q_len 0..8.
+ *   kv_indptr: [batch_size + 1] host int32; flat: token range of sequence b in kv;
+ *              paged: range of sequence b in kv_indices (in pages).
+ *   kv_lens:   [batch_size] host int32 tokens per sequence; paged only (NULL: full pages).
+ * The plan depends on the contents of these arrays; build a new one when they change. */
+MLAJIT_API mlajit_status_t mlajit_plan_create(mlajit_runtime_t runtime,
+                                              const mlajit_plan_config_t* config,
+                                              int batch_size, const int32_t* qo_indptr,
+                                              const int32_t* kv_indptr, const int32_t* kv_lens,
+                                              mlajit_plan_t* plan);
+MLAJIT_API void mlajit_plan_free(mlajit_plan_t plan);
+
+typedef struct mlajit_decode_args {
+  uint32_t struct_size;     /* sizeof(mlajit_decode_args_t) */
+  const void* q;            /* [total_q, num_heads, 576] bf16 */
+  const void* kv;           /* see the layouts above */
+  uint64_t kv_bytes;        /* size of the kv allocation, for bounds validation; 0: unchecked */
+  float kv_scale;           /* fp8: dequantisation scale (real = code * kv_scale); else ignored */
+  const int32_t* kv_indices; /* paged: device page ids, indexed by kv_indptr; else NULL */
+  void* out;                /* [total_q, num_heads, 512] bf16 */
+  float* lse;               /* [total_q, num_heads] fp32, required iff config.write_lse */
+} mlajit_decode_args_t;
+#define MLAJIT_DECODE_ARGS_INIT \
+  { sizeof(mlajit_decode_args_t), NULL, NULL, 0, 1.0f, NULL, NULL, NULL }
+
+/* Enqueues the decode on `stream` (cudaStream_t / hipStream_t; NULL: default).
+ * With an existing plan and a loaded kernel it allocates nothing, does no file
+ * I/O and never synchronises the host. */
+MLAJIT_API mlajit_status_t mlajit_decode(mlajit_plan_t plan, const mlajit_decode_args_t* args,
+                                         void* stream);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* MLAJIT_MLAJIT_H_ */

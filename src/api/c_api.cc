@@ -1,0 +1,69 @@
+// The C ABI: converts between C structs and internal types, maps absl::Status to
+// mlajit_status_t and keeps the message in a thread-local last-error buffer.
+#include <cstdlib>
+#include <string>
+
+#include "absl/status/status.h"
+#include "mlajit/mlajit.h"
+#include "src/base/log.h"
+
+namespace mlajit::api_internal {
+namespace {
+thread_local std::string last_error;
+}  // namespace
+
+mlajit_status_t ToC(const absl::Status& s) {
+  if (s.ok()) return MLAJIT_STATUS_OK;
+  last_error = std::string(s.message());
+  return static_cast<mlajit_status_t>(s.code());
+}
+
+}  // namespace mlajit::api_internal
+
+using mlajit::api_internal::ToC;
+
+extern "C" {
+
+const char* mlajit_version(void) { return MLAJIT_VERSION_STRING; }
+const char* mlajit_last_error(void) { return mlajit::api_internal::last_error.c_str(); }
+void mlajit_free(void* p) { std::free(p); }
+
+void mlajit_set_log_sink(mlajit_log_sink_t sink, void* user) {
+  if (sink == nullptr) {
+    mlajit::SetLogSink(nullptr, nullptr);
+    return;
+  }
+  // The C sink is stored in a static so that the C++ trampoline can reach it.
+  struct Target {
+    mlajit_log_sink_t fn;
+    void* user;
+  };
+  auto* target = new Target{sink, user};  // lives as long as the process may log
+  mlajit::SetLogSink(
+      [](mlajit::LogLevel level, std::string_view line, void* u) {
+        auto* t = static_cast<Target*>(u);
+        std::string copy(line);
+        t->fn(static_cast<mlajit_log_level_t>(level), copy.c_str(), t->user);
+      },
+      target);
+}
+
+mlajit_status_t mlajit_runtime_create(const mlajit_runtime_options_t* options,
+                                      mlajit_runtime_t* runtime) {
+  return ToC(absl::UnimplementedError("mlajit_runtime_create: GPU decode is not built yet"));
+}
+void mlajit_runtime_free(mlajit_runtime_t runtime) {}
+const char* mlajit_runtime_arch(mlajit_runtime_t runtime) { return ""; }
+mlajit_status_t mlajit_plan_create(mlajit_runtime_t runtime, const mlajit_plan_config_t* config,
+                                   int batch_size, const int32_t* qo_indptr,
+                                   const int32_t* kv_indptr, const int32_t* kv_lens,
+                                   mlajit_plan_t* plan) {
+  return ToC(absl::UnimplementedError("mlajit_plan_create: GPU decode is not built yet"));
+}
+void mlajit_plan_free(mlajit_plan_t plan) {}
+mlajit_status_t mlajit_decode(mlajit_plan_t plan, const mlajit_decode_args_t* args,
+                              void* stream) {
+  return ToC(absl::UnimplementedError("mlajit_decode: GPU decode is not built yet"));
+}
+
+}  // extern "C"

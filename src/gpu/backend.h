@@ -1,0 +1,106 @@
+// The GPU backend interface: one API over the CUDA driver and HIP, each loaded
+// with dlopen at run time so that the library, the CLI and the CPU tests work on
+// machines without a GPU or driver.
+//
+//   MLAJIT_ASSIGN_OR_RETURN(gpu::Backend* b, gpu::DefaultBackend());
+//   MLAJIT_ASSIGN_OR_RETURN(gpu::DeviceProperties p, b->GetDeviceProperties(0));
+//   MLAJIT_ASSIGN_OR_RETURN(gpu::ModuleHandle m, b->LoadModule(0, cubin));
+//   MLAJIT_ASSIGN_OR_RETURN(gpu::FunctionHandle f, b->GetFunction(m, "mla_decode"));
+//   MLAJIT_RETURN_IF_ERROR(b->Launch(f, {grid, block, smem}, args, stream));
+//
+// Every call that touches a device takes the device ordinal and makes that
+// device's primary context current on the calling thread first, so threads may
+// switch devices freely. No device or driver -> kFailedPrecondition.
+#ifndef MLAJIT_SRC_GPU_BACKEND_H_
+#define MLAJIT_SRC_GPU_BACKEND_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+
+namespace mlajit::gpu {
+
+enum class Vendor { kNvidia, kAmd };
+
+struct DeviceProperties {
+  Vendor vendor = Vendor::kNvidia;
+  std::string name;        // "NVIDIA H200"
+  std::string arch;        // full target: "sm_90a" (arch-specific on sm_90+), "gfx942"
+  int sm_count = 0;        // multiprocessors / compute units
+  int max_shared_memory_per_block_optin = 0;  // bytes
+  int max_threads_per_sm = 0;
+  int64_t total_memory = 0;  // bytes
+};
+
+// Opaque handles; 0 is never a valid value.
+using DevicePtr = uint64_t;
+using ModuleHandle = uintptr_t;
+using FunctionHandle = uintptr_t;
+using StreamHandle = void*;  // CUstream / hipStream_t; nullptr = the default stream
+using EventHandle = uintptr_t;
+
+struct LaunchConfig {
+  unsigned grid_x = 1, grid_y = 1, grid_z = 1;
+  unsigned block_x = 1, block_y = 1, block_z = 1;
+  unsigned shared_memory_bytes = 0;  // dynamic
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual Vendor vendor() const = 0;
+  virtual absl::StatusOr<int> DeviceCount() = 0;
+  virtual absl::StatusOr<DeviceProperties> GetDeviceProperties(int device) = 0;
+  // Makes the device's primary context current on this thread.
+  virtual absl::Status SetCurrentDevice(int device) = 0;
+
+  // Loads a compiled binary (cubin / code object) on `device`.
+  virtual absl::StatusOr<ModuleHandle> LoadModule(int device,
+                                                  absl::Span<const uint8_t> binary) = 0;
+  virtual absl::Status UnloadModule(int device, ModuleHandle module) = 0;
+  virtual absl::StatusOr<FunctionHandle> GetFunction(ModuleHandle module,
+                                                     const std::string& name) = 0;
+  // Opts the function in to more than 48 KB of dynamic shared memory.
+  virtual absl::Status SetMaxDynamicSharedMemory(FunctionHandle f, int bytes) = 0;
+  // Enqueues f with kernel parameters `args` (pointers to each argument value).
+  virtual absl::Status Launch(int device, FunctionHandle f, const LaunchConfig& config,
+                              void** args, StreamHandle stream) = 0;
+
+  virtual absl::StatusOr<DevicePtr> Malloc(int device, size_t bytes) = 0;
+  virtual absl::Status Free(int device, DevicePtr p) = 0;
+  virtual absl::Status MemcpyHtoD(int device, DevicePtr dst, const void* src, size_t bytes,
+                                  StreamHandle stream) = 0;  // async on stream
+  virtual absl::Status MemcpyDtoH(int device, void* dst, DevicePtr src, size_t bytes,
+                                  StreamHandle stream) = 0;  // async on stream
+  virtual absl::Status MemsetD8(int device, DevicePtr dst, uint8_t value, size_t bytes,
+                                StreamHandle stream) = 0;  // async on stream
+
+  virtual absl::StatusOr<StreamHandle> CreateStream(int device) = 0;
+  virtual absl::Status DestroyStream(int device, StreamHandle stream) = 0;
+  virtual absl::Status StreamSynchronize(int device, StreamHandle stream) = 0;
+
+  virtual absl::StatusOr<EventHandle> CreateEvent(int device) = 0;
+  virtual absl::Status DestroyEvent(int device, EventHandle event) = 0;
+  virtual absl::Status RecordEvent(int device, EventHandle event, StreamHandle stream) = 0;
+  virtual absl::Status EventSynchronize(int device, EventHandle event) = 0;
+  virtual absl::StatusOr<float> ElapsedMs(EventHandle start, EventHandle end) = 0;
+};
+
+// dlopens libcuda.so.1. kFailedPrecondition (with the dlerror text) when absent
+// or when no device is visible.
+absl::StatusOr<std::unique_ptr<Backend>> OpenCudaBackend();
+// dlopens libamdhip64.so. kFailedPrecondition when absent or no device is visible.
+absl::StatusOr<std::unique_ptr<Backend>> OpenHipBackend();
+// The process-wide backend: CUDA if it opens, else HIP; created once, never
+// destroyed. The error explains what was tried.
+absl::StatusOr<Backend*> DefaultBackend();
+
+}  // namespace mlajit::gpu
+
+#endif  // MLAJIT_SRC_GPU_BACKEND_H_

@@ -1,0 +1,2 @@
+// Intentionally empty until this stage has sources.
+namespace mlajit {}

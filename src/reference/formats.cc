@@ -1,0 +1,2 @@
+// Number formats; see formats.h.
+namespace mlajit {}
