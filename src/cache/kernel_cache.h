@@ -1,0 +1,159 @@
+// Content-addressed kernel binary cache: an in-memory tier, a read-only prebuilt
+// layer, and a disk tier of one file per entry, with single-flight compilation.
+// The cache stores bytes; what they mean (cubin, code object) is the caller's.
+//
+//   KeyBuilder kb;
+//   kb.Add("source", rendered);  kb.Add("arch", "sm_90a");  ...
+//   CacheKey key = kb.Finish();
+//   MLAJIT_ASSIGN_OR_RETURN(std::unique_ptr<KernelCache> cache,
+//                           KernelCache::Open(CacheOptions::FromEnvironment()));
+//   MLAJIT_ASSIGN_OR_RETURN(CacheEntry e, cache->GetOrCompile(key, kb.fields(), meta,
+//       [&]() -> absl::StatusOr<std::string> { return compiler.Compile(...); }));
+//
+// Contracts (DESIGN.md "JIT and the cache"):
+//  - key = XXH3-128 over length-prefixed (name, value) fields, in order;
+//  - an entry file: magic, format version, full key, payload size + checksum,
+//    metadata, key fields, payload; published by private temp file + fsync +
+//    rename; readers take no lock;
+//  - compiling takes a per-key advisory lock (released by the kernel if the holder
+//    dies), re-checks, compiles, publishes; the wait is bounded (kUnavailable);
+//  - a corrupt / truncated / foreign / wrong-version file is a miss: recompiled and
+//    replaced with one warning;
+//  - an unusable directory (read-only, permissions, disk full): warn once and keep
+//    going in memory;
+//  - disable_jit: a miss is kFailedPrecondition naming the key and the spec.
+#ifndef MLAJIT_SRC_CACHE_KERNEL_CACHE_H_
+#define MLAJIT_SRC_CACHE_KERNEL_CACHE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace mlajit::cache {
+
+// Bumped whenever the entry layout changes; each version has its own namespace
+// (subdirectory) so that library versions can share one cache dir.
+inline constexpr uint32_t kCacheFormatVersion = 1;
+
+struct CacheKey {
+  uint64_t hi = 0, lo = 0;
+  std::string Hex() const;  // 32 lowercase hex digits
+  static absl::StatusOr<CacheKey> FromHex(absl::string_view hex);
+  friend bool operator==(const CacheKey& a, const CacheKey& b) {
+    return a.hi == b.hi && a.lo == b.lo;
+  }
+  template <typename H>
+  friend H AbslHashValue(H h, const CacheKey& k) {
+    return H::combine(std::move(h), k.hi, k.lo);
+  }
+};
+
+// One input of the key. The entry stores the name, the field's own hash and (when
+// short) its value, so that `jitcache explain` can say which fields differ.
+struct KeyField {
+  std::string name;
+  std::string value_preview;  // the value if <= 96 bytes, else "<N bytes>"
+  std::string value_hash;     // XXH3-64 hex of the full value
+};
+
+class KeyBuilder {
+ public:
+  void Add(absl::string_view name, absl::string_view value);
+  CacheKey Finish() const;
+  const std::vector<KeyField>& fields() const;
+
+ private:
+  std::string buffer_;  // length-prefixed name/value pairs
+  std::vector<KeyField> fields_;
+};
+
+// Human-facing description stored in each entry (for list/show/stats).
+struct EntryMetadata {
+  std::string template_name;      // "mla_decode"
+  std::string arch;               // "sm_90a"
+  std::string spec;               // KernelSpec as one line of JSON
+  std::string compiler;           // "nvrtc 13.0 (build ...)"
+  std::string library_version;    // "0.1.0"
+  double compile_ms = 0;
+};
+
+struct CacheEntry {
+  CacheKey key;
+  EntryMetadata metadata;
+  std::vector<KeyField> fields;
+  std::string payload;        // the binary
+  std::string path;           // file it came from; empty for memory-only entries
+  enum class Source { kMemory, kPrebuilt, kDisk, kCompiled } source = Source::kCompiled;
+};
+
+struct CacheOptions {
+  std::string cache_dir;       // resolved: MLAJIT_CACHE_DIR, XDG_CACHE_HOME/mlajit, ~/.cache/mlajit
+  std::string prebuilt_dir;    // read-only layer; empty: none
+  bool memory_only = false;
+  bool disable_jit = false;
+  bool save_source = false;
+  bool trust_cache_dir = false;
+  uint64_t max_bytes = uint64_t{4} << 30;
+  std::string record_manifest;  // append compiled specs here; empty: off
+  double lock_timeout_s = 300;  // bound on waiting for another process's compile
+
+  // Defaults overridden by MLAJIT_CACHE_DIR, XDG_CACHE_HOME, HOME,
+  // MLAJIT_CACHE_PREBUILT, MLAJIT_DISABLE_JIT, MLAJIT_SAVE_SOURCE,
+  // MLAJIT_CACHE_MAX_BYTES, MLAJIT_RECORD_MANIFEST.
+  static CacheOptions FromEnvironment();
+};
+
+struct CompileResult {
+  std::string payload;
+  std::string source;  // rendered source, kept when save_source is on
+  double compile_ms = 0;
+};
+using CompileFn = std::function<absl::StatusOr<CompileResult>()>;
+
+struct EntryInfo {
+  CacheKey key;
+  EntryMetadata metadata;
+  std::string path;
+  uint64_t file_bytes = 0;
+  int64_t last_use_unix_s = 0;
+  bool valid = true;
+  std::string problem;  // why it is invalid
+};
+
+struct CacheStats {
+  uint64_t entries = 0, bytes = 0, hits = 0, misses = 0, compiles = 0;
+};
+
+class KernelCache {
+ public:
+  static absl::StatusOr<std::unique_ptr<KernelCache>> Open(const CacheOptions& options);
+  virtual ~KernelCache() = default;
+
+  // Memory tier, then prebuilt layer, then disk, then (unless disable_jit) compile
+  // under the per-key lock. Concurrent callers for one key compile once.
+  virtual absl::StatusOr<std::shared_ptr<const CacheEntry>> GetOrCompile(
+      const CacheKey& key, const std::vector<KeyField>& fields, const EntryMetadata& metadata,
+      const CompileFn& compile) = 0;
+
+  // Inspection and maintenance (jitcache).
+  virtual absl::StatusOr<std::vector<EntryInfo>> List() = 0;  // valid and invalid entries
+  virtual absl::StatusOr<std::shared_ptr<const CacheEntry>> Read(const CacheKey& key) = 0;
+  virtual absl::StatusOr<std::vector<EntryInfo>> Verify() = 0;  // the bad ones
+  virtual absl::StatusOr<CacheStats> Stats() = 0;
+  virtual absl::StatusOr<uint64_t> PruneToBytes(uint64_t max_bytes) = 0;  // LRU; returns removed
+  virtual absl::StatusOr<uint64_t> PruneOlderThan(int64_t seconds) = 0;
+  virtual absl::StatusOr<uint64_t> PruneStale() = 0;  // other format/library versions
+  virtual absl::StatusOr<uint64_t> Clear() = 0;
+  virtual const CacheOptions& options() const = 0;
+};
+
+}  // namespace mlajit::cache
+
+#endif  // MLAJIT_SRC_CACHE_KERNEL_CACHE_H_
