@@ -1,0 +1,160 @@
+// Device helpers shared by every MLA decode path: portable scalar types, the
+// number formats (bf16, fp8 e4m3fn, e2m1, e8m0), KV addressing for flat and
+// paged caches, and the row/causal geometry of a work item.
+//
+// Included by mla_decode.cu.in after it binds the kernel's constexpr parameters
+// (NUM_HEADS, KV_FORMAT, PAGE_SIZE, ...). Uses no toolkit headers so that NVRTC
+// and hiprtc compile it without include paths.
+#ifndef MLAJIT_KERNEL_TEMPLATES_MLA_COMMON_CUH_
+#define MLAJIT_KERNEL_TEMPLATES_MLA_COMMON_CUH_
+
+#include "mla_params.h"
+
+#if defined(__HIP__) || defined(__HIPCC_RTC__) || defined(__HIP_PLATFORM_AMD__)
+#define MLA_HIP 1
+#define MLA_INLINE __device__ inline __attribute__((always_inline))
+#else
+#define MLA_HIP 0
+#define MLA_INLINE __device__ __forceinline__
+#endif
+
+typedef unsigned char u8;
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef unsigned long long u64;
+
+constexpr int HEAD_DIM_QK = 576;
+constexpr int HEAD_DIM_V = 512;
+constexpr int KV_FORMAT_BF16 = 0;
+constexpr int KV_FORMAT_FP8 = 1;
+constexpr int KV_FORMAT_MXFP4 = 2;
+constexpr int Q_MODE_BF16 = 0;
+constexpr int Q_MODE_FP8 = 1;
+constexpr int MXFP4_PACKED_BYTES = HEAD_DIM_QK / 2;  // 288
+constexpr int MXFP4_TOKEN_BYTES = MXFP4_PACKED_BYTES + HEAD_DIM_QK / 32;  // 306
+constexpr float LOG2E = 1.4426950408889634f;
+constexpr float LN2 = 0.6931471805599453f;
+constexpr float FP8_MAX = 448.0f;
+
+template <int F>
+struct KvTokenBytes {
+  static constexpr int value = F == KV_FORMAT_BF16 ? 1152 : F == KV_FORMAT_FP8 ? 576 : 306;
+};
+
+MLA_INLINE float NegInf() { return __uint_as_float(0xff800000u); }
+
+// ---- bf16 ------------------------------------------------------------------
+MLA_INLINE float Bf16ToFloat(u16 b) { return __uint_as_float(static_cast<u32>(b) << 16); }
+
+// Round to nearest even; NaN stays a quiet NaN.
+MLA_INLINE u16 FloatToBf16(float f) {
+  u32 u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<u16>((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<u16>(u >> 16);
+}
+
+MLA_INLINE u32 PackBf16x2(float lo, float hi) {
+  return static_cast<u32>(FloatToBf16(lo)) | (static_cast<u32>(FloatToBf16(hi)) << 16);
+}
+
+// ---- fp8 e4m3fn (OCP): bias 7, no infinities, S.1111.111 is NaN, max 448 ------
+MLA_INLINE float Fp8E4m3ToFloat(u8 b) {
+  // e4m3 placed in an fp16's exponent/mantissa fields is exactly value * 2^-8
+  // for normals and subnormals alike; fp16 -> fp32 then restores the scale.
+  if ((b & 0x7f) == 0x7f) return __uint_as_float(0x7fc00000u);
+  const u32 mag = b & 0x7fu;
+  const u32 exp = mag >> 3, man = mag & 7u;
+  float v = exp == 0 ? static_cast<float>(man) * (1.0f / 512.0f)
+                     : __uint_as_float(((exp + 120u) << 23) | (man << 20));
+  return (b & 0x80) ? -v : v;
+}
+
+// Round to nearest even with saturation to +-448; NaN -> 0x7f.
+MLA_INLINE u8 FloatToFp8E4m3(float f) {
+  u32 u = __float_as_uint(f);
+  const u8 sign = static_cast<u8>((u >> 24) & 0x80u);
+  u &= 0x7fffffffu;
+  if (u > 0x7f800000u) return 0x7f;
+  float a = __uint_as_float(u);
+  if (a >= 464.0f) return sign | 0x7e;  // 464 rounds to 512 > 448: saturate (inf too)
+  if (a < 0.015625f) {                  // below 2^-6: subnormal grid of 2^-9
+    float q = a * 512.0f;               // exact scaling by a power of two
+    // round half to even on an integer grid
+    float r = rintf(q);
+    return sign | static_cast<u8>(static_cast<u32>(r));  // r == 8 is the smallest normal: code 0x08
+  }
+  // Normal: keep 3 mantissa bits with round to nearest even.
+  u32 exp = (u >> 23) - 127 + 7;
+  u32 man = u & 0x7fffffu;
+  u32 keep = man >> 20, rest = man & 0xfffffu;
+  if (rest > 0x80000u || (rest == 0x80000u && (keep & 1u))) ++keep;
+  if (keep == 8) { keep = 0; ++exp; }
+  u32 code = (exp << 3) | keep;
+  if (code > 0x7e) code = 0x7e;
+  return sign | static_cast<u8>(code);
+}
+
+// ---- e2m1 and e8m0 (OCP MX) -------------------------------------------------
+MLA_INLINE float E2m1ToFloat(u32 nibble) {
+  // Magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6: codes >= 2 are normal (1.m * 2^(e-1)).
+  const u32 m = nibble & 7u;
+  const float v = m == 0 ? 0.0f
+                  : m == 1 ? 0.5f
+                           : __uint_as_float((((m >> 1) + 126u) << 23) | ((m & 1u) << 22));
+  return (nibble & 8u) ? -v : v;
+}
+
+MLA_INLINE float E8m0ToFloat(u8 e) {
+  if (e == 0xff) return __uint_as_float(0x7fc00000u);
+  if (e == 0) return __uint_as_float(0x00400000u);  // 2^-127 is an fp32 subnormal
+  return __uint_as_float(static_cast<u32>(e) << 23);
+}
+
+// One element d (0..575) of a KV token, dequantised (fp8: the code's value; the
+// per-tensor scale is applied by the caller).
+template <int F>
+MLA_INLINE float LoadKvElement(const u8* token, int d) {
+  if (F == KV_FORMAT_BF16) {
+    return Bf16ToFloat(reinterpret_cast<const u16*>(token)[d]);
+  } else if (F == KV_FORMAT_FP8) {
+    return Fp8E4m3ToFloat(token[d]);
+  } else {
+    const u32 byte = token[d >> 1];
+    const u32 nib = (d & 1) ? (byte >> 4) : (byte & 15u);
+    return E2m1ToFloat(nib) * E8m0ToFloat(token[MXFP4_PACKED_BYTES + (d >> 5)]);
+  }
+}
+
+// ---- geometry ----------------------------------------------------------------
+// Slot of KV position j of a sequence (flat: kv_base + j; paged through the page table).
+template <int PS>
+MLA_INLINE long long KvSlot(const MlaDecodeParams& p, const MlaSeqInfo& s, int j) {
+  if (PS == 0) return static_cast<long long>(s.kv_base) + j;
+  const int page = p.kv_indices[s.kv_base + j / PS];
+  return static_cast<long long>(page) * PS + (j % PS);
+}
+
+// Number of KV positions visible to query row `row` (q position major, head
+// minor) of a sequence: causal row t sees j <= kv_len - q_len + t.
+template <int H, bool CAUSAL_MASK>
+MLA_INLINE int VisibleKv(const MlaSeqInfo& s, int row) {
+  if (row >= s.q_len * H) return 0;
+  if (!CAUSAL_MASK) return s.kv_len;
+  const int t = row / H;
+  const int v = s.kv_len - s.q_len + t + 1;
+  return v < 0 ? 0 : (v > s.kv_len ? s.kv_len : v);
+}
+
+// The per-tensor a8 scale of Q (amax / 448; 1 when q is all zeros).
+MLA_INLINE float QScaleFromAmax(float amax) { return amax > 0.0f ? amax / FP8_MAX : 1.0f; }
+
+// Q element as the products see it: bf16, or (a8) the fp8 code's value.
+// (a division, not a reciprocal multiply, to round exactly as the reference does)
+template <int QM>
+MLA_INLINE float QuantiseQ(float x, float q_scale) {
+  if (QM == Q_MODE_BF16) return x;
+  return Fp8E4m3ToFloat(FloatToFp8E4m3(x / q_scale));
+}
+
+#endif  // MLAJIT_KERNEL_TEMPLATES_MLA_COMMON_CUH_

@@ -1,0 +1,410 @@
+// Tensor-core MLA decode path for NVIDIA sm_80 and later (mma.sync m16n8k16
+// bf16 with fp32 accumulation, ldmatrix, cp.async double buffering).
+//
+// CTA of NUM_WARPS warps; the BLOCK_M query rows of a tile form BLOCK_M/16 row
+// groups, and the warps of a row group split the work two ways:
+//   S = Q K^T   : each warp computes its row group against BLOCK_N / COL_SPLITS
+//                 tokens of the KV tile and publishes the scores in shared memory;
+//   O += P V    : each warp owns 512 / COL_SPLITS output columns of its rows.
+// Every warp of a row group runs the same online softmax on the shared scores
+// (identical arithmetic, so identical statistics), keeping the running max and
+// sum in registers. fp8 and MXFP4 tiles land raw in shared memory and are
+// converted to bf16 once per tile (exact: every e4m3 / scaled e2m1 value is a
+// bf16 value), so both products read one bf16 tile with ldmatrix.
+//
+// Shared memory: MlaMmaSmemBytes() in mla_params.h (host and device agree).
+#ifndef MLAJIT_KERNEL_TEMPLATES_MLA_DECODE_MMA_CUH_
+#define MLAJIT_KERNEL_TEMPLATES_MLA_DECODE_MMA_CUH_
+
+#include "mla_common.cuh"
+
+namespace mla_mma {
+
+constexpr int NUM_THREADS = NUM_WARPS * 32;
+constexpr int ROW_GROUPS = BLOCK_M / 16;
+constexpr int COL_SPLITS = NUM_WARPS / ROW_GROUPS;
+constexpr int S_TOKENS_PER_WARP = BLOCK_N / COL_SPLITS;
+constexpr int S_NTILES = S_TOKENS_PER_WARP / 8;
+constexpr int V_COLS_PER_WARP = HEAD_DIM_V / COL_SPLITS;
+constexpr int V_NTILES = V_COLS_PER_WARP / 8;
+constexpr int STRIDE = MLA_SMEM_ROW_ELEMS;  // padded bf16 row: conflict-free ldmatrix
+constexpr int S_STRIDE = BLOCK_N + 4;
+constexpr int TOKEN_BYTES = KvTokenBytes<KV_FORMAT>::value;
+constexpr bool DIRECT_BF16 = KV_FORMAT == KV_FORMAT_BF16;
+constexpr int RAW_STRIDE = MlaRawTokenStride(KV_FORMAT);
+constexpr int KV_BUFFERS = DIRECT_BF16 ? 2 : 1;
+
+static_assert(BLOCK_M % 16 == 0 && NUM_WARPS % ROW_GROUPS == 0, "row groups must tile the warps");
+static_assert(S_TOKENS_PER_WARP % 8 == 0 && S_TOKENS_PER_WARP > 0, "each warp scores n8 tiles");
+static_assert(BLOCK_N % 16 == 0, "P V consumes k16 steps");
+static_assert(V_COLS_PER_WARP % 16 == 0, "V is read as pairs of n8 tiles");
+
+MLA_INLINE u32 SmemAddr(const void* p) { return static_cast<u32>(__cvta_generic_to_shared(p)); }
+
+MLA_INLINE void CpAsync16(void* dst, const void* src, bool valid) {
+  // src-size 0 zero-fills the destination without reading the source.
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(SmemAddr(dst)), "l"(src),
+               "r"(valid ? 16 : 0));
+}
+MLA_INLINE void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+MLA_INLINE void CpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+MLA_INLINE void LdMatrixX4(u32 (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(SmemAddr(p)));
+}
+MLA_INLINE void LdMatrixX2(u32 (&r)[2], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(SmemAddr(p)));
+}
+MLA_INLINE void LdMatrixX4Trans(u32 (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(SmemAddr(p)));
+}
+
+MLA_INLINE void MmaBf16(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Two e4m3 codes (low byte first) -> two bf16 (low half first), exactly.
+MLA_INLINE u32 Fp8x2ToBf16x2(u32 two) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  u32 h2;
+  asm("{ .reg .b16 lo, hi;\n mov.b32 {lo, hi}, %1;\n cvt.rn.f16x2.e4m3x2 %0, lo;\n}\n"
+      : "=r"(h2)
+      : "r"(two));
+  float f0, f1;
+  asm("{ .reg .b16 lo, hi;\n mov.b32 {lo, hi}, %2;\n cvt.f32.f16 %0, lo;\n cvt.f32.f16 %1, hi;\n}\n"
+      : "=f"(f0), "=f"(f1)
+      : "r"(h2));
+  return PackBf16x2(f0, f1);
+#else
+  return PackBf16x2(Fp8E4m3ToFloat(two & 0xffu), Fp8E4m3ToFloat((two >> 8) & 0xffu));
+#endif
+}
+
+struct Smem {
+  u16* q;       // [BLOCK_M][STRIDE]
+  u16* kv;      // [KV_BUFFERS][BLOCK_N][STRIDE]
+  u8* raw;      // [2][BLOCK_N][RAW_STRIDE] (fp8 / MXFP4 only)
+  float* s;     // [BLOCK_M][S_STRIDE]
+};
+
+MLA_INLINE Smem CarveSmem(u8* base) {
+  Smem m;
+  m.q = reinterpret_cast<u16*>(base);
+  m.kv = m.q + BLOCK_M * STRIDE;
+  m.raw = reinterpret_cast<u8*>(m.kv + KV_BUFFERS * BLOCK_N * STRIDE);
+  m.s = reinterpret_cast<float*>(m.raw + (DIRECT_BF16 ? 0 : 2 * BLOCK_N * RAW_STRIDE));
+  return m;
+}
+
+// Q rows of the tile -> shared bf16 (a8: quantised to fp8 values); rows past the
+// sequence are zero.
+MLA_INLINE void LoadQTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int row_start,
+                          const Smem& sm, float q_scale) {
+  const int rows_total = s.q_len * NUM_HEADS;
+  const u16* q = static_cast<const u16*>(p.q);
+  for (int idx = threadIdx.x; idx < BLOCK_M * (HEAD_DIM_QK / 8); idx += NUM_THREADS) {
+    const int r = idx / (HEAD_DIM_QK / 8), chunk = idx % (HEAD_DIM_QK / 8);
+    const int row = row_start + r;
+    const bool valid = row < rows_total;
+    const u16* src =
+        q + (static_cast<long long>(s.qo_start) * NUM_HEADS + (valid ? row : 0)) * HEAD_DIM_QK +
+        chunk * 8;
+    u16* dst = sm.q + r * STRIDE + chunk * 8;
+    if (Q_MODE == Q_MODE_BF16) {
+      CpAsync16(dst, valid ? src : q, valid);
+    } else {
+      uint4 v = valid ? *reinterpret_cast<const uint4*>(src) : make_uint4(0, 0, 0, 0);
+      u32 w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float lo = QuantiseQ<Q_MODE>(Bf16ToFloat(w[i] & 0xffffu), q_scale);
+        const float hi = QuantiseQ<Q_MODE>(Bf16ToFloat(w[i] >> 16), q_scale);
+        w[i] = PackBf16x2(lo, hi);
+      }
+      *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+  }
+}
+
+// Starts loading KV positions [j0, j0 + BLOCK_N) (those below kv_hi) into
+// buffer `buf`; positions past kv_hi become zeros so that masked tokens never
+// inject NaN through 0 * NaN.
+MLA_INLINE void IssueKvTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0, int kv_hi,
+                            int buf, const Smem& sm) {
+  const u8* kv = static_cast<const u8*>(p.kv);
+  if (KV_FORMAT == KV_FORMAT_MXFP4) {
+    // 306-byte tokens are only 2-byte aligned: plain loads, completed before the
+    // barrier that publishes the tile.
+    constexpr int HALVES = MXFP4_TOKEN_BYTES / 2;
+    for (int idx = threadIdx.x; idx < BLOCK_N * HALVES; idx += NUM_THREADS) {
+      const int tok = idx / HALVES, h = idx % HALVES;
+      const int j = j0 + tok;
+      u16 v = 0;
+      if (j < kv_hi) {
+        const u8* src = kv + KvSlot<PAGE_SIZE>(p, s, j) * MXFP4_TOKEN_BYTES;
+        v = reinterpret_cast<const u16*>(src)[h];
+      }
+      reinterpret_cast<u16*>(sm.raw + (buf * BLOCK_N + tok) * RAW_STRIDE)[h] = v;
+    }
+    return;
+  }
+  constexpr int CHUNKS = TOKEN_BYTES / 16;
+  for (int idx = threadIdx.x; idx < BLOCK_N * CHUNKS; idx += NUM_THREADS) {
+    const int tok = idx / CHUNKS, ch = idx % CHUNKS;
+    const int j = j0 + tok;
+    const bool valid = j < kv_hi;
+    const u8* src = valid ? kv + KvSlot<PAGE_SIZE>(p, s, j) * TOKEN_BYTES + ch * 16 : kv;
+    u8* dst = DIRECT_BF16
+                  ? reinterpret_cast<u8*>(sm.kv + (buf * BLOCK_N + tok) * STRIDE) + ch * 16
+                  : sm.raw + (buf * BLOCK_N + tok) * RAW_STRIDE + ch * 16;
+    CpAsync16(dst, src, valid);
+  }
+}
+
+// Raw fp8 / MXFP4 tile in `buf` -> the bf16 tile.
+MLA_INLINE void ConvertKvTile(int buf, const Smem& sm) {
+  for (int idx = threadIdx.x; idx < BLOCK_N * (HEAD_DIM_QK / 8); idx += NUM_THREADS) {
+    const int tok = idx / (HEAD_DIM_QK / 8), k = idx % (HEAD_DIM_QK / 8);
+    const u8* raw = sm.raw + (buf * BLOCK_N + tok) * RAW_STRIDE;
+    u32 w[4];
+    if (KV_FORMAT == KV_FORMAT_FP8) {
+      const uint2 v = *reinterpret_cast<const uint2*>(raw + k * 8);
+      w[0] = Fp8x2ToBf16x2(v.x & 0xffffu);
+      w[1] = Fp8x2ToBf16x2(v.x >> 16);
+      w[2] = Fp8x2ToBf16x2(v.y & 0xffffu);
+      w[3] = Fp8x2ToBf16x2(v.y >> 16);
+    } else {
+      const u32 packed = *reinterpret_cast<const u32*>(raw + k * 4);
+      const float scale = E8m0ToFloat(raw[MXFP4_PACKED_BYTES + (k * 8) / 32]);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const u32 byte = (packed >> (8 * i)) & 0xffu;
+        w[i] = PackBf16x2(E2m1ToFloat(byte & 15u) * scale, E2m1ToFloat(byte >> 4) * scale);
+      }
+    }
+    *reinterpret_cast<uint4*>(sm.kv + tok * STRIDE + k * 8) = make_uint4(w[0], w[1], w[2], w[3]);
+  }
+}
+
+MLA_INLINE float QuadMax(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+MLA_INLINE float QuadSum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, const Smem& sm,
+                            float q_scale) {
+  const MlaSeqInfo s = p.seqs[item.seq];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = warp / COL_SPLITS, c = warp % COL_SPLITS;
+  const int rows_total = s.q_len * NUM_HEADS;
+  const int r0 = g * 16 + (lane >> 2), r1 = r0 + 8;  // this thread's rows within the tile
+  const int last_row = min(item.row_start + BLOCK_M, rows_total) - 1;
+  // Causal visibility grows with the row, so the tile's last row bounds the range.
+  const int kv_hi = min(item.kv_end, VisibleKv<NUM_HEADS, CAUSAL>(s, last_row));
+  const int kv_lo = item.kv_start;
+  const int lim0 = min(kv_hi, VisibleKv<NUM_HEADS, CAUSAL>(s, item.row_start + r0));
+  const int lim1 = min(kv_hi, VisibleKv<NUM_HEADS, CAUSAL>(s, item.row_start + r1));
+  const int num_tiles = kv_hi > kv_lo ? (kv_hi - kv_lo + BLOCK_N - 1) / BLOCK_N : 0;
+
+  float score_scale = p.sm_scale * LOG2E;  // scores in the log2 domain
+  if (KV_FORMAT == KV_FORMAT_FP8) score_scale *= p.kv_scale;
+  if (Q_MODE == Q_MODE_FP8) score_scale *= q_scale;
+
+  float m0 = NegInf(), m1 = NegInf(), l0 = 0.0f, l1 = 0.0f;
+  float o[V_NTILES][4];
+#pragma unroll
+  for (int i = 0; i < V_NTILES; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+
+  __syncthreads();  // the previous item is done with shared memory
+  if (num_tiles > 0) {
+    LoadQTile(p, s, item.row_start, sm, q_scale);
+    CpAsyncCommit();
+    IssueKvTile(p, s, kv_lo, kv_hi, 0, sm);
+    CpAsyncCommit();
+  }
+  for (int t = 0; t < num_tiles; ++t) {
+    const int buf = t & 1;
+    __syncthreads();  // every warp is done with tile t-1: its buffers may be refilled
+    if (t + 1 < num_tiles) {
+      IssueKvTile(p, s, kv_lo + (t + 1) * BLOCK_N, kv_hi, buf ^ 1, sm);
+      CpAsyncCommit();
+      CpAsyncWait<1>();
+    } else {
+      CpAsyncWait<0>();
+    }
+    __syncthreads();  // tile t (and Q) visible to all
+    const u16* kt = sm.kv;
+    if (DIRECT_BF16) {
+      kt = sm.kv + buf * BLOCK_N * STRIDE;
+    } else {
+      ConvertKvTile(buf, sm);
+      __syncthreads();
+    }
+
+    // ---- S = Q K^T for this warp's rows and tokens ----
+    float sacc[S_NTILES][4];
+#pragma unroll
+    for (int i = 0; i < S_NTILES; ++i) sacc[i][0] = sacc[i][1] = sacc[i][2] = sacc[i][3] = 0.0f;
+    const u16* qa = sm.q + (g * 16 + (lane & 15)) * STRIDE + (lane >> 4) * 8;
+    const u16* kb = kt + (c * S_TOKENS_PER_WARP + (lane & 7)) * STRIDE + ((lane >> 3) & 1) * 8;
+#pragma unroll 4
+    for (int ks = 0; ks < HEAD_DIM_QK / 16; ++ks) {
+      u32 a[4];
+      LdMatrixX4(a, qa + ks * 16);
+#pragma unroll
+      for (int nt = 0; nt < S_NTILES; ++nt) {
+        u32 b[2];
+        LdMatrixX2(b, kb + nt * 8 * STRIDE + ks * 16);
+        MmaBf16(sacc[nt], a, b[0], b[1]);
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < S_NTILES; ++nt) {
+      const int col = c * S_TOKENS_PER_WARP + nt * 8 + 2 * (lane & 3);
+      sm.s[r0 * S_STRIDE + col] = sacc[nt][0];
+      sm.s[r0 * S_STRIDE + col + 1] = sacc[nt][1];
+      sm.s[r1 * S_STRIDE + col] = sacc[nt][2];
+      sm.s[r1 * S_STRIDE + col + 1] = sacc[nt][3];
+    }
+    __syncthreads();
+
+    // ---- online softmax over the whole tile for rows r0 and r1 ----
+    const int j0 = kv_lo + t * BLOCK_N;
+    float x0[BLOCK_N / 16][4], x1[BLOCK_N / 16][4];
+    float mx0 = NegInf(), mx1 = NegInf();
+#pragma unroll
+    for (int kk = 0; kk < BLOCK_N / 16; ++kk) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int col = kk * 16 + 2 * (lane & 3) + (e & 1) + (e >> 1) * 8;
+        const int j = j0 + col;
+        x0[kk][e] = j < lim0 ? sm.s[r0 * S_STRIDE + col] * score_scale : NegInf();
+        x1[kk][e] = j < lim1 ? sm.s[r1 * S_STRIDE + col] * score_scale : NegInf();
+        mx0 = fmaxf(mx0, x0[kk][e]);
+        mx1 = fmaxf(mx1, x1[kk][e]);
+      }
+    }
+    mx0 = QuadMax(mx0);
+    mx1 = QuadMax(mx1);
+    const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+    // A row with nothing visible yet keeps max -inf; subtract 0 to avoid inf - inf.
+    const float base0 = mn0 == NegInf() ? 0.0f : mn0;
+    const float base1 = mn1 == NegInf() ? 0.0f : mn1;
+    const float alpha0 = exp2f(m0 - base0), alpha1 = exp2f(m1 - base1);
+    m0 = mn0;
+    m1 = mn1;
+    u32 pa[BLOCK_N / 16][4];
+    float sum0 = 0.0f, sum1 = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < BLOCK_N / 16; ++kk) {
+      float p0[4], p1[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        p0[e] = exp2f(x0[kk][e] - base0);
+        p1[e] = exp2f(x1[kk][e] - base1);
+        sum0 += p0[e];
+        sum1 += p1[e];
+      }
+      pa[kk][0] = PackBf16x2(p0[0], p0[1]);
+      pa[kk][1] = PackBf16x2(p1[0], p1[1]);
+      pa[kk][2] = PackBf16x2(p0[2], p0[3]);
+      pa[kk][3] = PackBf16x2(p1[2], p1[3]);
+    }
+    l0 = l0 * alpha0 + sum0;
+    l1 = l1 * alpha1 + sum1;
+#pragma unroll
+    for (int nt = 0; nt < V_NTILES; ++nt) {
+      o[nt][0] *= alpha0;
+      o[nt][1] *= alpha0;
+      o[nt][2] *= alpha1;
+      o[nt][3] *= alpha1;
+    }
+
+    // ---- O += P V for this warp's columns ----
+#pragma unroll
+    for (int kk = 0; kk < BLOCK_N / 16; ++kk) {
+      const u16* vb = kt + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * STRIDE +
+                      c * V_COLS_PER_WARP + (lane >> 4) * 8;
+#pragma unroll
+      for (int np = 0; np < V_NTILES / 2; ++np) {
+        u32 b[4];
+        LdMatrixX4Trans(b, vb + np * 16);
+        MmaBf16(o[2 * np], pa[kk], b[0], b[1]);
+        MmaBf16(o[2 * np + 1], pa[kk], b[2], b[3]);
+      }
+    }
+  }
+
+  // ---- epilogue: normalise, write out / lse or the partial ----
+  l0 = QuadSum(l0);
+  l1 = QuadSum(l1);
+  const float v_scale = KV_FORMAT == KV_FORMAT_FP8 ? p.kv_scale : 1.0f;
+  const float inv0 = l0 > 0.0f ? v_scale / l0 : 0.0f;
+  const float inv1 = l1 > 0.0f ? v_scale / l1 : 0.0f;
+  const float lse0 = l0 > 0.0f ? (m0 + log2f(l0)) * LN2 : NegInf();
+  const float lse1 = l1 > 0.0f ? (m1 + log2f(l1)) * LN2 : NegInf();
+  const int row0 = item.row_start + r0, row1 = item.row_start + r1;
+  const bool ok0 = row0 < rows_total, ok1 = row1 < rows_total;
+  const int col_base = c * V_COLS_PER_WARP + 2 * (lane & 3);
+  if (item.partial < 0) {
+    u16* out = static_cast<u16*>(p.out);
+    const long long base = static_cast<long long>(s.qo_start) * NUM_HEADS;
+#pragma unroll
+    for (int nt = 0; nt < V_NTILES; ++nt) {
+      const int col = col_base + nt * 8;
+      if (ok0)
+        *reinterpret_cast<u32*>(out + (base + row0) * HEAD_DIM_V + col) =
+            PackBf16x2(o[nt][0] * inv0, o[nt][1] * inv0);
+      if (ok1)
+        *reinterpret_cast<u32*>(out + (base + row1) * HEAD_DIM_V + col) =
+            PackBf16x2(o[nt][2] * inv1, o[nt][3] * inv1);
+    }
+    if (WRITE_LSE && c == 0 && (lane & 3) == 0) {
+      if (ok0) p.lse[base + row0] = lse0;
+      if (ok1) p.lse[base + row1] = lse1;
+    }
+  } else {
+    float* po = p.partial_o + static_cast<long long>(item.partial) * BLOCK_M * HEAD_DIM_V;
+#pragma unroll
+    for (int nt = 0; nt < V_NTILES; ++nt) {
+      const int col = col_base + nt * 8;
+      *reinterpret_cast<float2*>(po + r0 * HEAD_DIM_V + col) =
+          make_float2(o[nt][0] * inv0, o[nt][1] * inv0);
+      *reinterpret_cast<float2*>(po + r1 * HEAD_DIM_V + col) =
+          make_float2(o[nt][2] * inv1, o[nt][3] * inv1);
+    }
+    if (c == 0 && (lane & 3) == 0) {
+      p.partial_lse[item.partial * BLOCK_M + r0] = lse0;
+      p.partial_lse[item.partial * BLOCK_M + r1] = lse1;
+    }
+  }
+}
+
+MLA_INLINE void DecodeCta(const MlaDecodeParams& p) {
+  extern __shared__ __align__(16) u8 mla_smem[];
+  const Smem sm = CarveSmem(mla_smem);
+  const float q_scale = Q_MODE == Q_MODE_FP8 ? QScaleFromAmax(*p.q_amax) : 1.0f;
+  const int begin = p.work_indptr[blockIdx.x], end = p.work_indptr[blockIdx.x + 1];
+  for (int w = begin; w < end; ++w) ProcessItem(p, p.work[w], sm, q_scale);
+}
+
+}  // namespace mla_mma
+
+#endif  // MLAJIT_KERNEL_TEMPLATES_MLA_DECODE_MMA_CUH_

@@ -1,0 +1,88 @@
+// Launch parameters and scheduling metadata of the MLA decode kernels, shared
+// by the host (src/plan, src/api) and the device code. Plain C++ with no
+// includes, so that NVRTC, hiprtc and the host compiler all accept it; every
+// field is 4 or 8 bytes so host and device agree on the layout.
+//
+// Host side:  MlaDecodeParams p{}; p.q = q; ...; void* args[] = {&p}; Launch(...)
+// Device:     extern "C" __global__ void mla_decode_kernel(const MlaDecodeParams p)
+#ifndef MLAJIT_KERNEL_TEMPLATES_MLA_PARAMS_H_
+#define MLAJIT_KERNEL_TEMPLATES_MLA_PARAMS_H_
+
+// One unit of work: query rows [row_start, row_start + BLOCK_M) of sequence
+// `seq` (rows are ordered q position major, head minor, as in q's memory) against
+// KV positions [kv_start, kv_end) of that sequence.
+struct MlaWorkItem {
+  int seq;
+  int row_start;
+  int kv_start;
+  int kv_end;
+  int partial;  // -1: the item covers the whole sequence; write out / lse directly.
+                // else: slot in partial_o / partial_lse, merged by the combine kernel.
+  int reserved[3];
+};
+
+// Per-sequence layout, resolved by the planner from the indptr arrays.
+struct MlaSeqInfo {
+  int qo_start;  // first query row (token) of the sequence in q / out
+  int q_len;
+  int kv_len;
+  int kv_base;  // flat: first KV slot; paged: first entry in kv_indices
+};
+
+// A (sequence, row tile) whose KV range was split over several work items.
+struct MlaCombineItem {
+  int seq;
+  int row_start;
+  int partial_start;  // the splits own consecutive partial slots
+  int num_splits;
+};
+
+struct MlaDecodeParams {
+  const void* q;             // [total_q, H, 576] bf16
+  const void* kv;            // [slots, token_bytes]
+  const int* kv_indices;     // paged: page ids
+  void* out;                 // [total_q, H, 512] bf16
+  float* lse;                // [total_q, H] fp32 or null
+  const MlaWorkItem* work;   // all work items, grouped by CTA
+  const int* work_indptr;    // [num_ctas + 1]: CTA c runs work[work_indptr[c] .. [c+1])
+  const MlaSeqInfo* seqs;    // [batch]
+  float* partial_o;          // [num_partials, BLOCK_M, 512] fp32, normalised
+  float* partial_lse;        // [num_partials, BLOCK_M] fp32, natural log
+  const MlaCombineItem* combine;  // [num_combine]
+  const float* q_amax;       // a8: amax of |q| over the whole tensor (device scalar)
+  float sm_scale;            // softmax scale
+  float kv_scale;            // fp8 KV: real value = code * kv_scale; else 1
+  int num_ctas;
+  int num_combine;
+  long long q_elements;      // total_q * H * 576 (the a8 amax kernel's extent)
+};
+
+#if defined(__CUDACC__) || defined(__HIPCC__) || defined(__HIPCC_RTC__)
+#define MLA_HOST_DEVICE __host__ __device__
+#else
+#define MLA_HOST_DEVICE
+#endif
+
+// Padded bf16 row (576 + 8 elements, 1168 bytes): consecutive rows start 4 banks
+// apart, so ldmatrix's eight 16-byte row reads are conflict-free.
+#define MLA_SMEM_ROW_ELEMS 584
+
+// Bytes per token in the raw staging buffer (fp8 576; MXFP4 306 rounded up to 16).
+MLA_HOST_DEVICE constexpr int MlaRawTokenStride(int kv_format) {
+  return kv_format == 1 ? 576 : kv_format == 2 ? 320 : 0;
+}
+
+// Dynamic shared memory of the tensor-core path (mla_decode_mma.cuh):
+// Q tile + bf16 KV tile(s) + raw staging (fp8 / MXFP4) + the score tile.
+MLA_HOST_DEVICE constexpr int MlaMmaSmemBytes(int kv_format, int block_m, int block_n) {
+  return block_m * MLA_SMEM_ROW_ELEMS * 2 +
+         (kv_format == 0 ? 2 : 1) * block_n * MLA_SMEM_ROW_ELEMS * 2 +
+         2 * block_n * MlaRawTokenStride(kv_format) + block_m * (block_n + 4) * 4;
+}
+
+// Dynamic shared memory of the portable path (mla_decode_portable.cuh).
+MLA_HOST_DEVICE constexpr int MlaPortableSmemBytes(int num_threads) {
+  return (576 + 16 + num_threads) * 4;
+}
+
+#endif  // MLAJIT_KERNEL_TEMPLATES_MLA_PARAMS_H_
