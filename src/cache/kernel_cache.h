@@ -103,11 +103,29 @@ struct CacheOptions {
   uint64_t max_bytes = uint64_t{4} << 30;
   std::string record_manifest;  // append compiled specs here; empty: off
   double lock_timeout_s = 300;  // bound on waiting for another process's compile
+  // This build's version: stored in entries written without one, and the
+  // reference of PruneStale (entries of other versions are removed).
+  std::string library_version = LibraryVersion();
+  // A key's last-use record is rewritten at most once per this many seconds per
+  // process, so that hits stay cheap.
+  int64_t use_record_interval_s = 60;
+
+  // Test hooks; empty in production.
+  // Unix seconds used for last-use records and PruneOlderThan (default: the real clock).
+  std::function<int64_t()> clock;
+  // Called at each step of a disk write ("mkdir", "open_temp", "partial_write" after
+  // half of the temp file is written, "fsync", "rename", "fsync_dir"); a nonzero
+  // return is taken as the errno of that step (e.g. ENOSPC, EROFS).
+  std::function<int(absl::string_view step)> fault_injection;
 
   // Defaults overridden by MLAJIT_CACHE_DIR, XDG_CACHE_HOME, HOME,
   // MLAJIT_CACHE_PREBUILT, MLAJIT_DISABLE_JIT, MLAJIT_SAVE_SOURCE,
-  // MLAJIT_CACHE_MAX_BYTES, MLAJIT_RECORD_MANIFEST.
+  // MLAJIT_CACHE_MAX_BYTES (bytes, or with a K/M/G suffix), MLAJIT_RECORD_MANIFEST,
+  // MLAJIT_CACHE_MEMORY_ONLY and MLAJIT_CACHE_TRUST_DIR (boolean: 1/true/yes/on).
+  // With no usable directory (no HOME either) the cache runs memory-only.
   static CacheOptions FromEnvironment();
+  // The library version compiled into this build ("0.1.0").
+  static std::string LibraryVersion();
 };
 
 struct CompileResult {
@@ -121,7 +139,7 @@ struct EntryInfo {
   CacheKey key;
   EntryMetadata metadata;
   std::string path;
-  uint64_t file_bytes = 0;
+  uint64_t file_bytes = 0;   // the entry file plus its saved source, if any
   int64_t last_use_unix_s = 0;
   bool valid = true;
   std::string problem;  // why it is invalid
@@ -144,12 +162,19 @@ class KernelCache {
 
   // Inspection and maintenance (jitcache).
   virtual absl::StatusOr<std::vector<EntryInfo>> List() = 0;  // valid and invalid entries
+  // Prebuilt layer, then disk; never compiles. kNotFound when absent, kDataLoss
+  // (with the reason) when the file is invalid.
   virtual absl::StatusOr<std::shared_ptr<const CacheEntry>> Read(const CacheKey& key) = 0;
   virtual absl::StatusOr<std::vector<EntryInfo>> Verify() = 0;  // the bad ones
   virtual absl::StatusOr<CacheStats> Stats() = 0;
-  virtual absl::StatusOr<uint64_t> PruneToBytes(uint64_t max_bytes) = 0;  // LRU; returns removed
-  virtual absl::StatusOr<uint64_t> PruneOlderThan(int64_t seconds) = 0;
-  virtual absl::StatusOr<uint64_t> PruneStale() = 0;  // other format/library versions
+  // Maintenance of the disk tier; each returns the number of entries removed.
+  // Lock files stay (a concurrent compile may hold one); the memory tier of this
+  // process is left as is, except by Clear.
+  virtual absl::StatusOr<uint64_t> PruneToBytes(uint64_t max_bytes) = 0;  // LRU by last use
+  virtual absl::StatusOr<uint64_t> PruneOlderThan(int64_t seconds) = 0;   // last use older
+  // Other format-version namespaces, entries of other library versions, invalid
+  // entries and temp files left by dead writers.
+  virtual absl::StatusOr<uint64_t> PruneStale() = 0;
   virtual absl::StatusOr<uint64_t> Clear() = 0;
   virtual const CacheOptions& options() const = 0;
 };
