@@ -1,0 +1,523 @@
+// Backend over the CUDA driver API, loaded from libcuda.so.1 at run time.
+//
+// Contexts: each device's primary context is retained lazily, once, and made
+// current (cuCtxSetCurrent) at the start of every call that names a device, so
+// a thread may hop between devices and share contexts with the CUDA runtime and
+// other libraries in the process. Calls that take only a handle (GetFunction,
+// SetMaxDynamicSharedMemory, ElapsedMs) look up the device the handle was
+// created on.
+//
+// Graph capture: Launch, MemcpyHtoD, MemcpyDtoH and MemsetD8 only enqueue; they
+// never call a synchronizing driver function, so they may be captured.
+#include <dlfcn.h>
+
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "src/base/status_macros.h"
+#include "src/gpu/backend.h"
+#include "src/gpu/backend_internal.h"
+#include "src/gpu/cuda_driver_api.h"
+
+namespace mlajit::gpu {
+namespace gpu_internal {
+
+// CudaResultCode() works on raw integers so that it needs no cuda.h; pin the
+// values it relies on to the header's.
+static_assert(CUDA_SUCCESS == 0 && CUDA_ERROR_INVALID_VALUE == 1 &&
+              CUDA_ERROR_OUT_OF_MEMORY == 2 && CUDA_ERROR_NOT_INITIALIZED == 3 &&
+              CUDA_ERROR_DEINITIALIZED == 4 && CUDA_ERROR_STUB_LIBRARY == 34 &&
+              CUDA_ERROR_DEVICE_UNAVAILABLE == 46 && CUDA_ERROR_NO_DEVICE == 100 &&
+              CUDA_ERROR_INVALID_DEVICE == 101 && CUDA_ERROR_INVALID_IMAGE == 200 &&
+              CUDA_ERROR_NO_BINARY_FOR_GPU == 209 && CUDA_ERROR_INVALID_PTX == 218 &&
+              CUDA_ERROR_UNSUPPORTED_PTX_VERSION == 222 &&
+              CUDA_ERROR_INVALID_HANDLE == 400 && CUDA_ERROR_NOT_FOUND == 500 &&
+              CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES == 701 &&
+              CUDA_ERROR_SYSTEM_NOT_READY == 802 &&
+              CUDA_ERROR_SYSTEM_DRIVER_MISMATCH == 803 &&
+              CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE == 804,
+              "CUresult values changed; update CudaResultCode()");
+
+// Handles are passed through as integers; make sure they fit.
+static_assert(sizeof(CUdeviceptr) == sizeof(DevicePtr));
+static_assert(sizeof(CUmodule) <= sizeof(ModuleHandle));
+static_assert(sizeof(CUfunction) <= sizeof(FunctionHandle));
+static_assert(sizeof(CUevent) <= sizeof(EventHandle));
+static_assert(sizeof(CUstream) == sizeof(StreamHandle));
+
+#define MLAJIT_CUDA_NAME_(name) MLAJIT_CUDA_SYMBOL_NAME(name),
+const char* const CudaDriverApi::kSymbolNames[] = {
+    MLAJIT_CUDA_DRIVER_FUNCTIONS(MLAJIT_CUDA_NAME_)};
+#undef MLAJIT_CUDA_NAME_
+const int CudaDriverApi::kSymbolCount =
+    static_cast<int>(sizeof(kSymbolNames) / sizeof(kSymbolNames[0]));
+
+namespace {
+
+// Entry points whose header-mapped version is newer than some drivers we
+// support, with an older export of the same prototype to fall back to.
+// cuEventElapsedTime_v2 appeared in 12.8; only its error reporting differs.
+const char* OlderSymbol(const char* symbol) {
+  if (std::strcmp(symbol, "cuEventElapsedTime_v2") == 0) return "cuEventElapsedTime";
+  return nullptr;
+}
+
+}  // namespace
+
+bool CudaDriverApi::Load(std::string* why) {
+  library = OpenFirstLibrary({"libcuda.so.1"}, why);
+  if (library == nullptr) {
+    *why = absl::StrCat("the NVIDIA driver library libcuda.so.1 could not be loaded (", *why,
+                        ")");
+    return false;
+  }
+  std::string missing;
+  auto resolve = [&](const char* symbol, auto* slot) {
+    void* p = dlsym(library, symbol);
+    if (p == nullptr) {
+      if (const char* older = OlderSymbol(symbol)) p = dlsym(library, older);
+    }
+    if (p == nullptr) {
+      absl::StrAppend(&missing, missing.empty() ? "" : ", ", symbol);
+      return;
+    }
+    *slot = reinterpret_cast<std::remove_pointer_t<decltype(slot)>>(p);
+  };
+#define MLAJIT_CUDA_RESOLVE_(name) resolve(MLAJIT_CUDA_SYMBOL_NAME(name), &name);
+  MLAJIT_CUDA_DRIVER_FUNCTIONS(MLAJIT_CUDA_RESOLVE_)
+#undef MLAJIT_CUDA_RESOLVE_
+  if (!missing.empty()) {
+    *why = absl::StrCat("libcuda.so.1 lacks driver entry points: ", missing,
+                        " (driver too old for this build?)");
+    // The library stays loaded: unloading libcuda is not reliably safe.
+    return false;
+  }
+  return true;
+}
+
+namespace {
+
+constexpr int kErrorLogBytes = 16 * 1024;
+
+class CudaBackend final : public Backend {
+ public:
+  static absl::StatusOr<std::unique_ptr<Backend>> Open() {
+    auto backend = std::unique_ptr<CudaBackend>(new CudaBackend());
+    MLAJIT_RETURN_IF_ERROR(backend->Init());
+    return std::unique_ptr<Backend>(std::move(backend));
+  }
+
+  ~CudaBackend() override {
+    // Drops our reference on each primary context we retained; the driver keeps
+    // the context alive while anyone else (the CUDA runtime, another backend)
+    // still holds one.
+    for (int d = 0; d < device_count_; ++d) {
+      if (contexts_[d].load(std::memory_order_acquire) != nullptr) {
+        api_.cuDevicePrimaryCtxRelease(devices_[d]);
+      }
+    }
+  }
+
+  Vendor vendor() const override { return Vendor::kNvidia; }
+
+  absl::StatusOr<int> DeviceCount() override { return device_count_; }
+
+  absl::StatusOr<DeviceProperties> GetDeviceProperties(int device) override {
+    MLAJIT_RETURN_IF_ERROR(CheckDevice(device));
+    const CUdevice dev = devices_[device];
+    DeviceProperties props;
+    props.vendor = Vendor::kNvidia;
+    char name[256] = {};
+    MLAJIT_RETURN_IF_ERROR(Check(api_.cuDeviceGetName(name, sizeof(name) - 1, dev),
+                                 "cuDeviceGetName", device));
+    props.name = name;
+    int major = 0, minor = 0;
+    MLAJIT_RETURN_IF_ERROR(
+        Attribute(device, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, "COMPUTE_CAPABILITY_MAJOR",
+                  &major));
+    MLAJIT_RETURN_IF_ERROR(
+        Attribute(device, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, "COMPUTE_CAPABILITY_MINOR",
+                  &minor));
+    props.arch = CudaArchName(major, minor);
+    MLAJIT_RETURN_IF_ERROR(Attribute(device, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+                                     "MULTIPROCESSOR_COUNT", &props.sm_count));
+    MLAJIT_RETURN_IF_ERROR(Attribute(device, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+                                     "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN",
+                                     &props.max_shared_memory_per_block_optin));
+    MLAJIT_RETURN_IF_ERROR(Attribute(device, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR,
+                                     "MAX_THREADS_PER_MULTIPROCESSOR",
+                                     &props.max_threads_per_sm));
+    size_t total = 0;
+    MLAJIT_RETURN_IF_ERROR(Check(api_.cuDeviceTotalMem(&total, dev), "cuDeviceTotalMem", device));
+    props.total_memory = static_cast<int64_t>(total);
+    return props;
+  }
+
+  absl::Status SetCurrentDevice(int device) override { return MakeCurrent(device); }
+
+  absl::StatusOr<ModuleHandle> LoadModule(int device,
+                                          absl::Span<const uint8_t> binary) override {
+    if (binary.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("LoadModule on device ", device, ": binary is empty: expected a cubin"));
+    }
+    MLAJIT_RETURN_IF_ERROR(MakeCurrent(device));
+    // The driver reads the image in place: an ELF cubin wants 8-byte alignment
+    // and PTX text a terminating NUL, which a Span does not promise. Copy when
+    // either is missing.
+    const bool is_elf = binary.size() >= 4 && std::memcmp(binary.data(), "\x7f" "ELF", 4) == 0;
+    const bool aligned = reinterpret_cast<uintptr_t>(binary.data()) % alignof(uint64_t) == 0;
+    const bool terminated = binary.back() == 0;
+    std::vector<uint64_t> copy;
+    const void* image = binary.data();
+    if (!aligned || (!is_elf && !terminated)) {
+      copy.assign(binary.size() / sizeof(uint64_t) + 1, 0);  // +1: room for the NUL
+      std::memcpy(copy.data(), binary.data(), binary.size());
+      image = copy.data();
+    }
+
+    std::string error_log(kErrorLogBytes, '\0');
+    CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+    void* values[] = {error_log.data(),
+                      reinterpret_cast<void*>(static_cast<uintptr_t>(error_log.size()))};
+    CUmodule module = nullptr;
+    CUresult r = api_.cuModuleLoadDataEx(&module, image, 2, options, values);
+    if (r != CUDA_SUCCESS) {
+      error_log.resize(std::strlen(error_log.c_str()));
+      absl::Status status =
+          Error(r, absl::StrCat("cuModuleLoadDataEx(bytes=", binary.size(),
+                                is_elf ? ", elf" : ", not elf", ") on device ", device));
+      if (!error_log.empty()) {
+        return absl::Status(status.code(),
+                            absl::StrCat(status.message(), "\njit log:\n", error_log));
+      }
+      return status;
+    }
+    const auto handle = reinterpret_cast<ModuleHandle>(module);
+    absl::MutexLock lock(&mu_);
+    module_device_[handle] = device;
+    return handle;
+  }
+
+  absl::Status UnloadModule(int device, ModuleHandle module) override {
+    if (module == 0) return absl::InvalidArgumentError("UnloadModule: module=0: not a module");
+    MLAJIT_RETURN_IF_ERROR(MakeCurrent(device));
+    MLAJIT_RETURN_IF_ERROR(Check(api_.cuModuleUnload(reinterpret_cast<CUmodule>(module)),
+                                 "cuModuleUnload", device));
+    absl::MutexLock lock(&mu_);
+    module_device_.erase(module);
+    absl::erase_if(function_device_,
+                   [module](const auto& entry) { return entry.second.module == module; });
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<FunctionHandle> GetFunction(ModuleHandle module,
+                                             const std::string& name) override {
+    MLAJIT_ASSIGN_OR_RETURN(int device, DeviceOf(module_device_, module, "module"));
+    MLAJIT_RETURN_IF_ERROR(MakeCurrent(device));
+    CUfunction f = nullptr;
+    CUresult r = api_.cuModuleGetFunction(&f, reinterpret_cast<CUmodule>(module), name.c_str());
+    if (r != CUDA_SUCCESS) {
+      return Error(r, absl::StrCat("cuModuleGetFunction(name=\"", name, "\") on device ", device));
+    }
+    const auto handle = reinterpret_cast<FunctionHandle>(f);
+    absl::MutexLock lock(&mu_);
+    function_device_[handle] = {module, device};
+    return handle;
+  }
+
+  absl::Status SetMaxDynamicSharedMemory(FunctionHandle f, int bytes) override {
+    int device = -1;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = function_device_.find(f);
+      if (it == function_device_.end()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "SetMaxDynamicSharedMemory: function=0x", absl::Hex(f), ": not from GetFunction"));
+      }
+      device = it->second.device;
+    }
+    MLAJIT_RETURN_IF_ERROR(MakeCurrent(device));
+    CUresult r = api_.cuFuncSetAttribute(reinterpret_cast<CUfunction>(f),
+                                         CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes);
+    if (r != CUDA_SUCCESS) {
+      return Error(r, absl::StrCat("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes=",
+                                   bytes, ") on device ", device));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Launch(int device, FunctionHandle f, const LaunchConfig& c, void** args,
+                      StreamHandle stream) override {
+    MLAJIT_RETURN_IF_ERROR(MakeCurrent(device));
+    CUresult r = api_.cuLaunchKernel(reinterpret_cast<CUfunction>(f), c.grid_x, c.grid_y,
+                                     c.grid_z, c.block_x, c.block_y, c.block_z,
+                                     c.shared_memory_bytes, static_cast<CUstream>(stream), args,
+                                     nullptr);
+    if (r != CUDA_SUCCESS) {
+      return Error(r, absl::StrCat("cuLaunchKernel(grid=[", c.grid_x, ",", c.grid_y, ",",
+                                   c.grid_z, "], block=[", c.block_x, ",", c.block_y, ",",
+                                   c.block_z, "], shared_memory_bytes=", c.shared_memory_bytes,
+                                   ") on device ", device));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<DevicePtr> Malloc(int device, size_t bytes) override {
+    MLAJIT_RETURN_IF_ERROR(MakeCurrent(device));
+    CUdeviceptr p = 0;
+    CUresult r = api_.cuMemAlloc(&p, bytes);
+    if (r != CUDA_SUCCESS) {
+      return Error(r, absl::StrCat("cuMemAlloc(bytes=", bytes, ") on device ", device));
+    }
+    return static_cast<DevicePtr>(p);
+  }
+
+  absl::Status Free(int device, DevicePtr p) override {
+    if (p == 0) return absl::OkStatus();
+    MLAJIT_RETURN_IF_ERROR(MakeCurrent(device));
+    CUresult r = api_.cuMemFree(static_cast<CUdeviceptr>(p));
+    if (r != CUDA_SUCCESS) {
+      return Error(r, absl::StrCat("cuMemFree(ptr=0x", absl::Hex(p), ") on device ", device));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status MemcpyHtoD(int device, DevicePtr dst, const void* src, size_t bytes,
+                          StreamHandle stream) override {
+    MLAJIT_RETURN_IF_ERROR(MakeCurrent(device));
+    CUresult r = api_.cuMemcpyHtoDAsync(static_cast<CUdeviceptr>(dst), src, bytes,
+                                        static_cast<CUstream>(stream));
+    if (r != CUDA_SUCCESS) {
+      return Error(r, absl::StrCat("cuMemcpyHtoDAsync(dst=0x", absl::Hex(dst), ", bytes=", bytes,
+                                   ") on device ", device));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status MemcpyDtoH(int device, void* dst, DevicePtr src, size_t bytes,
+                          StreamHandle stream) override {
+    MLAJIT_RETURN_IF_ERROR(MakeCurrent(device));
+    CUresult r = api_.cuMemcpyDtoHAsync(dst, static_cast<CUdeviceptr>(src), bytes,
+                                        static_cast<CUstream>(stream));
+    if (r != CUDA_SUCCESS) {
+      return Error(r, absl::StrCat("cuMemcpyDtoHAsync(src=0x", absl::Hex(src), ", bytes=", bytes,
+                                   ") on device ", device));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status MemsetD8(int device, DevicePtr dst, uint8_t value, size_t bytes,
+                        StreamHandle stream) override {
+    MLAJIT_RETURN_IF_ERROR(MakeCurrent(device));
+    CUresult r = api_.cuMemsetD8Async(static_cast<CUdeviceptr>(dst), value, bytes,
+                                      static_cast<CUstream>(stream));
+    if (r != CUDA_SUCCESS) {
+      return Error(r, absl::StrCat("cuMemsetD8Async(dst=0x", absl::Hex(dst),
+                                   ", value=", static_cast<int>(value), ", bytes=", bytes, ") on device ", device));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<StreamHandle> CreateStream(int device) override {
+    MLAJIT_RETURN_IF_ERROR(MakeCurrent(device));
+    CUstream stream = nullptr;
+    // Non-blocking: our streams must not serialize behind the legacy default
+    // stream, which other libraries in the process may be using.
+    CUresult r = api_.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING);
+    if (r != CUDA_SUCCESS) {
+      return Error(r, absl::StrCat("cuStreamCreate(NON_BLOCKING) on device ", device));
+    }
+    return static_cast<StreamHandle>(stream);
+  }
+
+  absl::Status DestroyStream(int device, StreamHandle stream) override {
+    if (stream == nullptr) return absl::OkStatus();  // the default stream is not ours
+    MLAJIT_RETURN_IF_ERROR(MakeCurrent(device));
+    return Check(api_.cuStreamDestroy(static_cast<CUstream>(stream)), "cuStreamDestroy", device);
+  }
+
+  absl::Status StreamSynchronize(int device, StreamHandle stream) override {
+    MLAJIT_RETURN_IF_ERROR(MakeCurrent(device));
+    return Check(api_.cuStreamSynchronize(static_cast<CUstream>(stream)), "cuStreamSynchronize",
+                 device);
+  }
+
+  absl::StatusOr<EventHandle> CreateEvent(int device) override {
+    MLAJIT_RETURN_IF_ERROR(MakeCurrent(device));
+    CUevent event = nullptr;
+    MLAJIT_RETURN_IF_ERROR(
+        Check(api_.cuEventCreate(&event, CU_EVENT_DEFAULT), "cuEventCreate", device));
+    const auto handle = reinterpret_cast<EventHandle>(event);
+    absl::MutexLock lock(&mu_);
+    event_device_[handle] = device;
+    return handle;
+  }
+
+  absl::Status DestroyEvent(int device, EventHandle event) override {
+    if (event == 0) return absl::InvalidArgumentError("DestroyEvent: event=0: not an event");
+    MLAJIT_RETURN_IF_ERROR(MakeCurrent(device));
+    MLAJIT_RETURN_IF_ERROR(
+        Check(api_.cuEventDestroy(reinterpret_cast<CUevent>(event)), "cuEventDestroy", device));
+    absl::MutexLock lock(&mu_);
+    event_device_.erase(event);
+    return absl::OkStatus();
+  }
+
+  absl::Status RecordEvent(int device, EventHandle event, StreamHandle stream) override {
+    MLAJIT_RETURN_IF_ERROR(MakeCurrent(device));
+    return Check(api_.cuEventRecord(reinterpret_cast<CUevent>(event), static_cast<CUstream>(stream)),
+                 "cuEventRecord", device);
+  }
+
+  absl::Status EventSynchronize(int device, EventHandle event) override {
+    MLAJIT_RETURN_IF_ERROR(MakeCurrent(device));
+    return Check(api_.cuEventSynchronize(reinterpret_cast<CUevent>(event)), "cuEventSynchronize",
+                 device);
+  }
+
+  absl::StatusOr<float> ElapsedMs(EventHandle start, EventHandle end) override {
+    MLAJIT_ASSIGN_OR_RETURN(int device, DeviceOf(event_device_, start, "event"));
+    MLAJIT_RETURN_IF_ERROR(MakeCurrent(device));
+    float ms = 0;
+    MLAJIT_RETURN_IF_ERROR(Check(api_.cuEventElapsedTime(&ms, reinterpret_cast<CUevent>(start),
+                                                         reinterpret_cast<CUevent>(end)),
+                                 "cuEventElapsedTime", device));
+    return ms;
+  }
+
+ private:
+  struct FunctionInfo {
+    ModuleHandle module;
+    int device;
+  };
+
+  CudaBackend() = default;
+
+  absl::Status Init() {
+    std::string why;
+    if (!api_.Load(&why)) return absl::FailedPreconditionError(why);
+    CUresult r = api_.cuInit(0);
+    if (r != CUDA_SUCCESS) {
+      absl::Status status = Error(r, "cuInit(0)");
+      // Whatever cuInit reports, a driver that does not initialize is a
+      // missing-driver condition for our callers.
+      return absl::FailedPreconditionError(status.message());
+    }
+    int count = 0;
+    MLAJIT_RETURN_IF_ERROR(Check(api_.cuDeviceGetCount(&count), "cuDeviceGetCount"));
+    if (count <= 0) {
+      return absl::FailedPreconditionError(
+          "the CUDA driver reports no device (cuDeviceGetCount returned 0; check "
+          "CUDA_VISIBLE_DEVICES)");
+    }
+    devices_.resize(count);
+    for (int d = 0; d < count; ++d) {
+      MLAJIT_RETURN_IF_ERROR(
+          Check(api_.cuDeviceGet(&devices_[d], d), absl::StrCat("cuDeviceGet(ordinal=", d, ")")));
+    }
+    contexts_ = std::make_unique<std::atomic<CUcontext>[]>(count);
+    for (int d = 0; d < count; ++d) contexts_[d].store(nullptr, std::memory_order_relaxed);
+    device_count_ = count;
+    return absl::OkStatus();
+  }
+
+  absl::Status Error(CUresult r, absl::string_view call) const {
+    const char* name = nullptr;
+    const char* text = nullptr;
+    if (api_.cuGetErrorName == nullptr || api_.cuGetErrorName(r, &name) != CUDA_SUCCESS) {
+      name = nullptr;
+    }
+    if (api_.cuGetErrorString == nullptr || api_.cuGetErrorString(r, &text) != CUDA_SUCCESS) {
+      text = nullptr;
+    }
+    const std::string fallback = absl::StrCat("CUresult ", static_cast<int>(r));
+    return DriverCallError(CudaResultCode(static_cast<int>(r)), call,
+                           name != nullptr ? name : fallback,
+                           text != nullptr ? text : "unknown error");
+  }
+
+  absl::Status Check(CUresult r, absl::string_view call) const {
+    if (r == CUDA_SUCCESS) return absl::OkStatus();
+    return Error(r, call);
+  }
+
+  absl::Status Check(CUresult r, const char* function, int device) const {
+    if (r == CUDA_SUCCESS) return absl::OkStatus();
+    return Error(r, absl::StrCat(function, " on device ", device));
+  }
+
+  absl::Status Attribute(int device, CUdevice_attribute attribute, const char* name, int* value) {
+    CUresult r = api_.cuDeviceGetAttribute(value, attribute, devices_[device]);
+    if (r != CUDA_SUCCESS) {
+      return Error(r, absl::StrCat("cuDeviceGetAttribute(", name, ") on device ", device));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status CheckDevice(int device) const {
+    if (device < 0 || device >= device_count_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "device=", device, ": must be in [0, ", device_count_, ") (CUDA devices visible)"));
+    }
+    return absl::OkStatus();
+  }
+
+  // Retains the primary context on first use (under mu_, so only once per
+  // device and backend) and makes it current. The fast path is one atomic load
+  // and cuCtxSetCurrent, neither of which synchronizes.
+  absl::Status MakeCurrent(int device) {
+    MLAJIT_RETURN_IF_ERROR(CheckDevice(device));
+    CUcontext ctx = contexts_[device].load(std::memory_order_acquire);
+    if (ctx == nullptr) {
+      absl::MutexLock lock(&mu_);
+      ctx = contexts_[device].load(std::memory_order_relaxed);
+      if (ctx == nullptr) {
+        MLAJIT_RETURN_IF_ERROR(Check(api_.cuDevicePrimaryCtxRetain(&ctx, devices_[device]),
+                                     "cuDevicePrimaryCtxRetain", device));
+        contexts_[device].store(ctx, std::memory_order_release);
+      }
+    }
+    return Check(api_.cuCtxSetCurrent(ctx), "cuCtxSetCurrent", device);
+  }
+
+  template <typename Map>
+  absl::StatusOr<int> DeviceOf(const Map& map, uintptr_t handle, const char* what) {
+    absl::MutexLock lock(&mu_);
+    auto it = map.find(handle);
+    if (it == map.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(what, "=0x", absl::Hex(handle),
+                                                     ": not created by this backend"));
+    }
+    return it->second;
+  }
+
+  CudaDriverApi api_;
+  int device_count_ = 0;
+  std::vector<CUdevice> devices_;
+  std::unique_ptr<std::atomic<CUcontext>[]> contexts_;
+
+  absl::Mutex mu_;
+  absl::flat_hash_map<ModuleHandle, int> module_device_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<FunctionHandle, FunctionInfo> function_device_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<EventHandle, int> event_device_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+}  // namespace gpu_internal
+
+absl::StatusOr<std::unique_ptr<Backend>> OpenCudaBackend() {
+  return gpu_internal::CudaBackend::Open();
+}
+
+}  // namespace mlajit::gpu
