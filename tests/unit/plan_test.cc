@@ -1,0 +1,216 @@
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "src/plan/scheduler.h"
+
+namespace mlajit::plan {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct Layout {
+  int num_heads = 16;
+  bool causal = true;
+  std::vector<int32_t> qo, kv;
+  LayoutView view() const {
+    LayoutView v;
+    v.num_heads = num_heads;
+    v.causal = causal;
+    v.qo_indptr = qo;
+    v.kv_indptr = kv;
+    return v;
+  }
+};
+
+Layout MakeLayout(const std::vector<int>& q_lens, const std::vector<int>& kv_lens, int heads,
+                  bool causal = true) {
+  Layout l;
+  l.num_heads = heads;
+  l.causal = causal;
+  l.qo = {0};
+  l.kv = {0};
+  for (size_t b = 0; b < q_lens.size(); ++b) {
+    l.qo.push_back(l.qo.back() + q_lens[b]);
+    l.kv.push_back(l.kv.back() + kv_lens[b]);
+  }
+  return l;
+}
+
+int Visible(const Layout& l, int b, int row) {
+  const int q_len = l.qo[b + 1] - l.qo[b], kv_len = l.kv[b + 1] - l.kv[b];
+  if (!l.causal) return kv_len;
+  return std::clamp(kv_len - q_len + row / l.num_heads + 1, 0, kv_len);
+}
+
+// Every KV position visible to every query row is covered by exactly one work
+// item of the row's tile; the merge bookkeeping matches the items.
+void CheckInvariants(const Layout& l, const ScheduleConfig& cfg, const Schedule& s) {
+  const int batch = static_cast<int>(l.qo.size()) - 1;
+  ASSERT_EQ(s.work_indptr.size(), static_cast<size_t>(cfg.num_ctas + 1));
+  EXPECT_EQ(s.work_indptr.front(), 0);
+  EXPECT_EQ(s.work_indptr.back(), static_cast<int32_t>(s.work.size()));
+  // coverage[(seq, row_start)] = list of [start, end)
+  std::map<std::pair<int, int>, std::vector<std::pair<int, int>>> ranges;
+  std::set<int> partial_slots;
+  for (const MlaWorkItem& w : s.work) {
+    ASSERT_GE(w.seq, 0);
+    ASSERT_LT(w.seq, batch);
+    EXPECT_EQ(w.row_start % cfg.block_m, 0);
+    EXPECT_LE(w.kv_start, w.kv_end);
+    EXPECT_EQ(w.kv_start % cfg.block_n, 0) << "pieces start on KV tile boundaries";
+    ranges[{w.seq, w.row_start}].push_back({w.kv_start, w.kv_end});
+    if (w.partial >= 0) {
+      EXPECT_TRUE(partial_slots.insert(w.partial).second) << "partial slot used twice";
+      EXPECT_LT(w.partial, s.num_partials);
+    }
+  }
+  EXPECT_EQ(static_cast<int>(partial_slots.size()), s.num_partials);
+  for (int b = 0; b < batch; ++b) {
+    const int rows = (l.qo[b + 1] - l.qo[b]) * l.num_heads;
+    for (int r0 = 0; r0 < rows; r0 += cfg.block_m) {
+      auto it = ranges.find({b, r0});
+      ASSERT_NE(it, ranges.end()) << "tile (" << b << ", " << r0 << ") has no work";
+      auto pieces = it->second;
+      std::sort(pieces.begin(), pieces.end());
+      int covered = 0;
+      for (auto [a, e] : pieces) {
+        EXPECT_EQ(a, covered) << "gap or overlap in sequence " << b << " tile " << r0;
+        covered = e;
+      }
+      for (int r = r0; r < std::min(rows, r0 + cfg.block_m); ++r) {
+        EXPECT_GE(covered, Visible(l, b, r)) << "row " << r << " of sequence " << b;
+      }
+      EXPECT_LE(covered, l.kv[b + 1] - l.kv[b]);
+      ranges.erase(it);
+    }
+  }
+  EXPECT_TRUE(ranges.empty()) << "work items for rows that do not exist";
+  for (const MlaCombineItem& c : s.combine) {
+    EXPECT_GT(c.num_splits, 1);
+    for (int k = 0; k < c.num_splits; ++k) {
+      int found = 0;
+      for (const MlaWorkItem& w : s.work) {
+        if (w.partial == c.partial_start + k) {
+          EXPECT_EQ(w.seq, c.seq);
+          EXPECT_EQ(w.row_start, c.row_start);
+          ++found;
+        }
+      }
+      EXPECT_EQ(found, 1);
+    }
+  }
+  const int64_t bound = s.target_cost + 2 * cfg.block_n + 2 * PieceOverhead(cfg.block_m);
+  EXPECT_LE(s.max_cta_cost, bound) << "balance bound";
+}
+
+TEST(Scheduler, UniformBatchSplitsToFillTheGrid) {
+  Layout l = MakeLayout(std::vector<int>(4, 1), std::vector<int>(4, 8192), 16);
+  ScheduleConfig cfg{132, 16, 64, 256};
+  auto s = BuildSchedule(l.view(), cfg);
+  ASSERT_TRUE(s.ok()) << s.status();
+  CheckInvariants(l, cfg, *s);
+  EXPECT_GT(s->active_ctas, 100) << "batch 4 must still fill most of 132 SMs";
+  EXPECT_EQ(s->combine.size(), 4u);
+}
+
+TEST(Scheduler, ShortSequencesAreNotSplit) {
+  Layout l = MakeLayout(std::vector<int>(128, 1), std::vector<int>(128, 1024), 16);
+  ScheduleConfig cfg{132, 16, 64, 256};
+  auto s = BuildSchedule(l.view(), cfg);
+  ASSERT_TRUE(s.ok());
+  CheckInvariants(l, cfg, *s);
+  EXPECT_LE(s->combine.size(), 132u);
+}
+
+TEST(Scheduler, EmptySequences) {
+  // q_len 0 (skipped), kv_len 0 (one empty item: zeros and lse = -inf).
+  Layout l = MakeLayout({0, 1, 2, 0}, {100, 0, 50, 0}, 8);
+  ScheduleConfig cfg{4, 16, 64, 64};
+  auto s = BuildSchedule(l.view(), cfg);
+  ASSERT_TRUE(s.ok());
+  CheckInvariants(l, cfg, *s);
+  int empty_items = 0, seq0_items = 0;
+  for (const MlaWorkItem& w : s->work) {
+    if (w.seq == 1) {
+      ++empty_items;
+      EXPECT_EQ(w.kv_start, w.kv_end);
+    }
+    if (w.seq == 0 || w.seq == 3) ++seq0_items;
+  }
+  EXPECT_EQ(empty_items, 1);
+  EXPECT_EQ(seq0_items, 0);
+}
+
+TEST(Scheduler, CausalTilesOnlyNeedTheirPrefix) {
+  // q_len 4 > kv_len 2: the first rows see nothing at all.
+  Layout l = MakeLayout({4}, {2}, 16);
+  ScheduleConfig cfg{8, 16, 16, 16};
+  auto s = BuildSchedule(l.view(), cfg);
+  ASSERT_TRUE(s.ok());
+  CheckInvariants(l, cfg, *s);
+  for (const MlaWorkItem& w : s->work) {
+    if (w.row_start < 32) EXPECT_EQ(w.kv_end, 0) << "rows of t=0,1 see no token";
+  }
+}
+
+TEST(Scheduler, RandomLayoutsKeepInvariants) {
+  std::mt19937 rng(7);
+  for (int round = 0; round < 200; ++round) {
+    const int batch = 1 + rng() % 40;
+    const int heads = 1 + rng() % 128;
+    std::vector<int> q(batch), kv(batch);
+    for (int b = 0; b < batch; ++b) {
+      q[b] = rng() % 9;
+      kv[b] = (rng() % 4 == 0) ? static_cast<int>(rng() % 70000) : static_cast<int>(rng() % 3000);
+    }
+    Layout l = MakeLayout(q, kv, heads, rng() % 2 == 0);
+    const int bm = 16 << (rng() % 3);
+    ScheduleConfig cfg{1 + static_cast<int>(rng() % 140), bm, bm == 16 ? 64 : 32,
+                       static_cast<int>(rng() % 512)};
+    auto s = BuildSchedule(l.view(), cfg);
+    ASSERT_TRUE(s.ok()) << s.status();
+    CheckInvariants(l, cfg, *s);
+    if (HasFailure()) {
+      ADD_FAILURE() << "round " << round << " batch " << batch << " heads " << heads;
+      return;
+    }
+  }
+}
+
+TEST(Scheduler, RejectsBadLayouts) {
+  Layout l = MakeLayout({1, 1, 1}, {40, 17, 5}, 16);
+  l.kv = {0, 40, 17, 22};
+  auto s = BuildSchedule(l.view(), {});
+  ASSERT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.status().message(), HasSubstr("kv_indptr[2]=17 < kv_indptr[1]=40"));
+
+  l = MakeLayout({1, 9}, {4, 4}, 16);
+  s = BuildSchedule(l.view(), {});
+  ASSERT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.status().message(), HasSubstr("q_len of sequence 1 = 9"));
+
+  l = MakeLayout({1}, {4}, 129);
+  EXPECT_THAT(BuildSchedule(l.view(), {}).status().message(), HasSubstr("num_heads=129"));
+
+  l = MakeLayout({1}, {4}, 16);
+  l.qo = {1, 2};
+  EXPECT_THAT(BuildSchedule(l.view(), {}).status().message(), HasSubstr("qo_indptr[0]=1"));
+
+  l = MakeLayout({1}, {4}, 16);
+  LayoutView v = l.view();
+  v.page_size = 16;
+  std::vector<int32_t> lens = {65};  // 4 pages of 16 hold at most 64 tokens
+  v.kv_lens = lens;
+  EXPECT_THAT(ValidateLayout(v).message(), HasSubstr("kv_lens[0]=65"));
+  v.page_size = 8;
+  EXPECT_THAT(ValidateLayout(v).message(), HasSubstr("page_size=8"));
+}
+
+}  // namespace
+}  // namespace mlajit::plan
