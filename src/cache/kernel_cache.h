@@ -49,6 +49,7 @@ struct CacheKey {
   friend bool operator==(const CacheKey& a, const CacheKey& b) {
     return a.hi == b.hi && a.lo == b.lo;
   }
+  friend bool operator!=(const CacheKey& a, const CacheKey& b) { return !(a == b); }
   template <typename H>
   friend H AbslHashValue(H h, const CacheKey& k) {
     return H::combine(std::move(h), k.hi, k.lo);
