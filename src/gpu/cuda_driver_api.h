@@ -31,7 +31,6 @@ namespace mlajit::gpu::gpu_internal {
   X(cuGetErrorName)                     \
   X(cuGetErrorString)                   \
   X(cuInit)                             \
-  X(cuDriverGetVersion)                 \
   X(cuDeviceGetCount)                   \
   X(cuDeviceGet)                        \
   X(cuDeviceGetName)                    \

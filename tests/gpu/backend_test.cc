@@ -220,6 +220,7 @@ TEST_F(BackendTest, HugeAllocationIsResourceExhausted) {
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.status().code(), absl::StatusCode::kResourceExhausted) << p.status();
   EXPECT_THAT(p.status().message(), HasSubstr("on device 0"));
+  std::cout << "1 PiB allocation: " << p.status() << "\n";
 }
 
 TEST_F(BackendTest, EventsMeasureElapsedTime) {
@@ -249,6 +250,7 @@ TEST_F(BackendTest, InvalidModuleIsAnErrorNotACrash) {
   ASSERT_FALSE(module.ok());
   EXPECT_EQ(module.status().code(), absl::StatusCode::kInvalidArgument) << module.status();
   EXPECT_THAT(module.status().message(), HasSubstr("on device 0"));
+  std::cout << "garbage ELF: " << module.status() << "\n";
 
   const std::vector<uint8_t> text = {'n', 'o', 't', ' ', 'p', 't', 'x'};
   EXPECT_FALSE(backend_->LoadModule(kDevice, text).ok());
@@ -263,6 +265,7 @@ TEST_F(BackendTest, CompiledKernelWritesPattern) {
   if (IsSkipped() || HasFatalFailure()) return;
   auto missing = backend_->GetFunction(module_, "no_such_kernel");
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound) << missing.status();
+  std::cout << "missing kernel: " << missing.status() << "\n";
   auto f = backend_->GetFunction(module_, "fill_pattern");
   ASSERT_TRUE(f.ok()) << f.status();
 
@@ -287,7 +290,9 @@ TEST_F(BackendTest, CompiledKernelWritesPattern) {
   // A launch the hardware cannot run is an error, not a crash.
   LaunchConfig too_big = config;
   too_big.block_x = 4096;
-  EXPECT_FALSE(backend_->Launch(kDevice, *f, too_big, args, *stream).ok());
+  absl::Status too_big_status = backend_->Launch(kDevice, *f, too_big, args, *stream);
+  EXPECT_EQ(too_big_status.code(), absl::StatusCode::kInvalidArgument) << too_big_status;
+  std::cout << "block_x=4096: " << too_big_status << "\n";
 
   EXPECT_TRUE(backend_->Free(kDevice, *out).ok());
   EXPECT_TRUE(backend_->DestroyStream(kDevice, *stream).ok());
