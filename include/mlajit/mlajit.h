@@ -113,6 +113,89 @@ typedef struct mlajit_cache_options {
 #define MLAJIT_CACHE_OPTIONS_INIT \
   { sizeof(mlajit_cache_options_t), NULL, NULL, 0, 0, 0, 0, 0, NULL }
 
+/* A kernel cache opened for inspection, maintenance and warm-up (jitcache uses
+ * only these calls). Thread-safe. Results are JSON documents (UTF-8, one object)
+ * stored in *json and released with mlajit_free; their fields are described in
+ * cache/README.md. A compiler (NVRTC / hiprtc) is loaded only when warming.
+ *
+ *   mlajit_cache_t c;
+ *   mlajit_cache_options_t o = MLAJIT_CACHE_OPTIONS_INIT;
+ *   o.cache_dir = "/srv/kernels";
+ *   mlajit_cache_open(&o, &c);
+ *   mlajit_cache_warm(c, "cache/manifests/deepseek_v3.jsonl", "sm_90a", 8, NULL, NULL, NULL);
+ *   char* stats;  mlajit_cache_stats_json(c, &stats);  puts(stats);  mlajit_free(stats);
+ *   mlajit_cache_close(c);
+ */
+typedef struct mlajit_cache* mlajit_cache_t;
+
+/* options: NULL for defaults and environment. Fields left NULL / 0 keep the
+ * environment's value (MLAJIT_CACHE_DIR, MLAJIT_DISABLE_JIT, ...). */
+MLAJIT_API mlajit_status_t mlajit_cache_open(const mlajit_cache_options_t* options,
+                                             mlajit_cache_t* cache);
+MLAJIT_API void mlajit_cache_close(mlajit_cache_t cache);
+
+/* {"cache_dir":..., "entries":[{"key","template","arch","spec",{...},"compiler",
+ *  "library_version","compile_ms","path","bytes","last_use_unix_s","valid","problem"}]} */
+MLAJIT_API mlajit_status_t mlajit_cache_list_json(mlajit_cache_t cache, char** json);
+/* One entry (key_hex: 32 hex digits) with its key fields; NOT_FOUND when absent,
+ * DATA_LOSS when its file is invalid. */
+MLAJIT_API mlajit_status_t mlajit_cache_show_json(mlajit_cache_t cache, const char* key_hex,
+                                                  char** json);
+/* Checks every entry file (checksums, format, key). *num_bad: entries that are
+ * not usable (each listed with its path and problem); may be NULL. */
+MLAJIT_API mlajit_status_t mlajit_cache_verify_json(mlajit_cache_t cache, int* num_bad,
+                                                    char** json);
+/* Entries, bytes, hits, misses, compiles, and entries / bytes by arch and template. */
+MLAJIT_API mlajit_status_t mlajit_cache_stats_json(mlajit_cache_t cache, char** json);
+/* Which key fields (source, header:x, options, compiler, arch, ...) and which spec
+ * fields differ between two entries. */
+MLAJIT_API mlajit_status_t mlajit_cache_explain_json(mlajit_cache_t cache, const char* key_a,
+                                                     const char* key_b, char** json);
+
+typedef struct mlajit_cache_prune_options {
+  uint32_t struct_size; /* sizeof(mlajit_cache_prune_options_t) */
+  int64_t max_bytes;    /* >= 0: evict least recently used entries down to this size; -1: off */
+  int64_t older_than_s; /* >= 0: remove entries unused for this many seconds; -1: off */
+  int stale;            /* 1: remove other versions' entries, invalid files, dead temp files */
+} mlajit_cache_prune_options_t;
+#define MLAJIT_CACHE_PRUNE_OPTIONS_INIT { sizeof(mlajit_cache_prune_options_t), -1, -1, 0 }
+
+/* Applies stale, then older_than_s, then max_bytes; at least one must be set.
+ * json: {"removed":N,"stale":N,"older_than":N,"max_bytes":N}; may be NULL. */
+MLAJIT_API mlajit_status_t mlajit_cache_prune_json(mlajit_cache_t cache,
+                                                   const mlajit_cache_prune_options_t* options,
+                                                   char** json);
+/* Removes every entry of the disk tier and the memory tier. removed may be NULL. */
+MLAJIT_API mlajit_status_t mlajit_cache_clear(mlajit_cache_t cache, uint64_t* removed);
+
+/* Progress of mlajit_cache_warm, one report per finished spec. Strings are valid
+ * during the callback only. */
+typedef struct mlajit_warm_progress {
+  uint32_t struct_size;  /* sizeof(mlajit_warm_progress_t) */
+  int done;              /* specs finished so far (compiled, cached or failed) */
+  int total;
+  int compiled;          /* of done: compiled by this call */
+  int failed;            /* of done */
+  double elapsed_s;
+  const char* spec_name; /* "mla_decode_h16_q1_fp8_e4m3_a16_flat_causal_m64n64w8s2_sm_90a" */
+  const char* key_hex;   /* "" if the spec failed before it had a key */
+  mlajit_status_t status;
+  const char* error;     /* "" when status is MLAJIT_STATUS_OK */
+} mlajit_warm_progress_t;
+/* Called from worker threads, never concurrently. */
+typedef void (*mlajit_warm_callback_t)(const mlajit_warm_progress_t* progress, void* user);
+
+/* Compiles every spec of a manifest (one KernelSpec JSON per line, see
+ * cache/README.md) into the cache; no GPU needed. arch: overrides each spec's
+ * target (NULL or "": keep). jobs: compile threads (<= 0: one per core).
+ * Every spec is attempted; the status is the first failure's, its message counts
+ * all failures. summary_json (may be NULL), set on success:
+ * {"total":N,"compiled":N,"cached":N,"failed":0,"elapsed_s":S}. */
+MLAJIT_API mlajit_status_t mlajit_cache_warm(mlajit_cache_t cache, const char* manifest_path,
+                                             const char* arch, int jobs,
+                                             mlajit_warm_callback_t progress, void* user,
+                                             char** summary_json);
+
 /* ---- runtime ----------------------------------------------------------- */
 
 typedef struct mlajit_runtime* mlajit_runtime_t;

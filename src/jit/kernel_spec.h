@@ -62,6 +62,11 @@ absl::StatusOr<KernelSpec> SpecFromJson(absl::string_view json);
 // Placeholder bindings for the template: {"num_heads", "16"}, ...
 std::vector<std::pair<std::string, std::string>> SpecBindings(const KernelSpec& spec);
 
+// The targets ValidateSpec accepts: sm_80, sm_86, sm_89, sm_90, sm_90a, sm_100a,
+// gfx90a, gfx908, gfx942, gfx950. Whether this machine's compiler can build one
+// is a separate question (Compiler::SupportsArch).
+const std::vector<std::string>& KnownArchs();
+
 // A readable module identity, e.g. "mla_decode_h16_q1_fp8_e4m3_a16_flat_causal_m64n64w8s2_sm_90a".
 std::string SpecName(const KernelSpec& spec);
 

@@ -1,2 +1,0 @@
-// Intentionally empty until this stage has sources.
-namespace mlajit {}
