@@ -75,7 +75,7 @@ absl::StatusOr<CacheEntry> DiskTier::Load(const CacheKey& key, ParseMode mode) c
   }
   absl::Status own = CheckOwnership(data->st, path);
   if (!own.ok()) return own;
-  absl::StatusOr<CacheEntry> e = ParseEntry(data->bytes, &key, mode);
+  absl::StatusOr<CacheEntry> e = ParseEntry(std::move(data->bytes), &key, mode);
   if (!e.ok()) return absl::DataLossError(absl::StrCat(path, ": ", e.status().message()));
   e->path = path;
   return e;

@@ -105,8 +105,11 @@ std::string SerializeEntry(const CacheKey& key, const EntryMetadata& metadata,
   return out;
 }
 
-absl::StatusOr<CacheEntry> ParseEntry(absl::string_view bytes, const CacheKey* expected_key,
-                                      ParseMode mode) {
+namespace {
+
+// Everything but copying the payload out; *payload_offset is where it starts.
+absl::StatusOr<CacheEntry> ParseImpl(absl::string_view bytes, const CacheKey* expected_key,
+                                     ParseMode mode, size_t* payload_offset) {
   if (bytes.size() < kEntryHeaderBytes + 8) {
     return Bad(absl::StrCat(bytes.size(), " bytes, shorter than the ", kEntryHeaderBytes + 8,
                             "-byte minimum (truncated)"));
@@ -172,7 +175,31 @@ absl::StatusOr<CacheEntry> ParseEntry(absl::string_view bytes, const CacheKey* e
       return Bad(absl::StrCat("payload checksum ", Hash64Hex(payload), ", header says ",
                               U64Hex(payload_hash), " (corrupted)"));
     }
-    e.payload.assign(payload.data(), payload.size());
+  }
+  *payload_offset = meta_end + 8;
+  return e;
+}
+
+}  // namespace
+
+absl::StatusOr<CacheEntry> ParseEntry(absl::string_view bytes, const CacheKey* expected_key,
+                                      ParseMode mode) {
+  size_t offset = 0;
+  absl::StatusOr<CacheEntry> e = ParseImpl(bytes, expected_key, mode, &offset);
+  if (e.ok() && mode == ParseMode::kFull) {
+    absl::string_view payload = bytes.substr(offset);
+    e->payload.assign(payload.data(), payload.size());
+  }
+  return e;
+}
+
+absl::StatusOr<CacheEntry> ParseEntry(std::string&& bytes, const CacheKey* expected_key,
+                                      ParseMode mode) {
+  size_t offset = 0;
+  absl::StatusOr<CacheEntry> e = ParseImpl(bytes, expected_key, mode, &offset);
+  if (e.ok() && mode == ParseMode::kFull) {
+    bytes.erase(0, offset);  // in place: no new allocation
+    e->payload = std::move(bytes);
   }
   return e;
 }

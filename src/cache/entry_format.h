@@ -56,6 +56,10 @@ enum class ParseMode {
 // expected_key null the key is not compared. source and path are left default.
 absl::StatusOr<CacheEntry> ParseEntry(absl::string_view bytes, const CacheKey* expected_key,
                                       ParseMode mode);
+// The same, taking the file contents: in kFull mode the payload reuses the
+// buffer (no second copy of a large binary).
+absl::StatusOr<CacheEntry> ParseEntry(std::string&& bytes, const CacheKey* expected_key,
+                                      ParseMode mode);
 
 }  // namespace mlajit::cache::cache_internal
 
