@@ -1,11 +1,21 @@
 // The C ABI: converts between C structs and internal types, maps absl::Status to
 // mlajit_status_t and keeps the message in a thread-local last-error buffer.
 #include <cstdlib>
+#include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "mlajit/mlajit.h"
+#include "src/api/runtime.h"
 #include "src/base/log.h"
+
+struct mlajit_runtime {
+  std::unique_ptr<mlajit::api_internal::Runtime> impl;
+};
+struct mlajit_plan {
+  std::unique_ptr<mlajit::api_internal::Plan> impl;
+};
 
 namespace mlajit::api_internal {
 namespace {
@@ -50,20 +60,40 @@ void mlajit_set_log_sink(mlajit_log_sink_t sink, void* user) {
 
 mlajit_status_t mlajit_runtime_create(const mlajit_runtime_options_t* options,
                                       mlajit_runtime_t* runtime) {
-  return ToC(absl::UnimplementedError("mlajit_runtime_create: GPU decode is not built yet"));
+  if (runtime == nullptr) return ToC(absl::InvalidArgumentError("runtime (output) is null"));
+  *runtime = nullptr;
+  auto rt = mlajit::api_internal::Runtime::Create(options);
+  if (!rt.ok()) return ToC(rt.status());
+  *runtime = new mlajit_runtime{std::move(rt).value()};
+  return MLAJIT_STATUS_OK;
 }
-void mlajit_runtime_free(mlajit_runtime_t runtime) {}
-const char* mlajit_runtime_arch(mlajit_runtime_t runtime) { return ""; }
+
+void mlajit_runtime_free(mlajit_runtime_t runtime) { delete runtime; }
+
+const char* mlajit_runtime_arch(mlajit_runtime_t runtime) {
+  return runtime == nullptr ? "" : runtime->impl->properties().arch.c_str();
+}
+
 mlajit_status_t mlajit_plan_create(mlajit_runtime_t runtime, const mlajit_plan_config_t* config,
                                    int batch_size, const int32_t* qo_indptr,
                                    const int32_t* kv_indptr, const int32_t* kv_lens,
                                    mlajit_plan_t* plan) {
-  return ToC(absl::UnimplementedError("mlajit_plan_create: GPU decode is not built yet"));
+  if (plan == nullptr) return ToC(absl::InvalidArgumentError("plan (output) is null"));
+  *plan = nullptr;
+  if (runtime == nullptr) return ToC(absl::InvalidArgumentError("runtime is null"));
+  auto p = mlajit::api_internal::Plan::Create(runtime->impl.get(), config, batch_size, qo_indptr,
+                                              kv_indptr, kv_lens);
+  if (!p.ok()) return ToC(p.status());
+  *plan = new mlajit_plan{std::move(p).value()};
+  return MLAJIT_STATUS_OK;
 }
-void mlajit_plan_free(mlajit_plan_t plan) {}
+
+void mlajit_plan_free(mlajit_plan_t plan) { delete plan; }
+
 mlajit_status_t mlajit_decode(mlajit_plan_t plan, const mlajit_decode_args_t* args,
                               void* stream) {
-  return ToC(absl::UnimplementedError("mlajit_decode: GPU decode is not built yet"));
+  if (plan == nullptr) return ToC(absl::InvalidArgumentError("plan is null"));
+  return ToC(plan->impl->Decode(args, stream));
 }
 
 }  // extern "C"

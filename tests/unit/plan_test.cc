@@ -155,7 +155,9 @@ TEST(Scheduler, CausalTilesOnlyNeedTheirPrefix) {
   ASSERT_TRUE(s.ok());
   CheckInvariants(l, cfg, *s);
   for (const MlaWorkItem& w : s->work) {
-    if (w.row_start < 32) EXPECT_EQ(w.kv_end, 0) << "rows of t=0,1 see no token";
+    if (w.row_start < 32) {
+      EXPECT_EQ(w.kv_end, 0) << "rows of t=0,1 see no token";
+    }
   }
 }
 

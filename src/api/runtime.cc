@@ -1,0 +1,331 @@
+#include "src/api/runtime.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "src/base/log.h"
+#include "src/base/mla_types.h"
+#include "src/base/status_macros.h"
+#include "xxhash.h"
+
+namespace mlajit::api_internal {
+namespace {
+
+absl::Status CheckStructSize(uint32_t got, size_t want, const char* name) {
+  if (got < want) {
+    return absl::InvalidArgumentError(absl::StrCat(name, "->struct_size=", got, ": expected >= ",
+                                                   want, " (initialise with the _INIT macro)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateConfig(const mlajit_plan_config_t* c) {
+  if (c == nullptr) return absl::InvalidArgumentError("config is null");
+  MLAJIT_RETURN_IF_ERROR(CheckStructSize(c->struct_size, sizeof(*c), "config"));
+  if (c->num_heads < 1 || c->num_heads > kMaxHeads) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config.num_heads=", c->num_heads, ": must be in 1..", kMaxHeads));
+  }
+  if (!IsValidKvFormat(c->kv_format)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config.kv_format=", static_cast<int>(c->kv_format), ": must be 0 (bf16), 1 (fp8_e4m3) or 2 (mxfp4)"));
+  }
+  if (!IsValidQMode(c->q_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config.q_mode=", static_cast<int>(c->q_mode), ": must be 0 (bf16) or 1 (fp8)"));
+  }
+  if (c->causal != 0 && c->causal != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("config.causal=", c->causal, ": must be 0 or 1"));
+  }
+  if (c->write_lse != 0 && c->write_lse != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config.write_lse=", c->write_lse, ": must be 0 or 1"));
+  }
+  if (!(c->sm_scale > 0.0f) || !std::isfinite(c->sm_scale)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config.sm_scale=", c->sm_scale, ": must be finite and > 0"));
+  }
+  if (!IsValidPageSize(c->page_size)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config.page_size=", c->page_size, ": must be 0 (flat), 1, 16, 32, 64 or 128"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckAligned(const void* p, size_t alignment, const char* name) {
+  if (reinterpret_cast<uintptr_t>(p) % alignment != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("args.", name, "=", absl::Hex(reinterpret_cast<uintptr_t>(p)),
+                                                   ": must be ", alignment, "-byte aligned"));
+  }
+  return absl::OkStatus();
+}
+
+absl::uint128 HashLayout(const plan::LayoutView& l, const plan::ScheduleConfig& c) {
+  XXH3_state_t* st = XXH3_createState();
+  XXH3_128bits_reset(st);
+  const int32_t header[] = {l.num_heads, l.page_size, l.causal ? 1 : 0, c.num_ctas, c.block_m,
+                            c.block_n, c.min_cost_per_cta,
+                            static_cast<int32_t>(l.qo_indptr.size()),
+                            static_cast<int32_t>(l.kv_lens.size())};
+  XXH3_128bits_update(st, header, sizeof(header));
+  XXH3_128bits_update(st, l.qo_indptr.data(), l.qo_indptr.size() * sizeof(int32_t));
+  XXH3_128bits_update(st, l.kv_indptr.data(), l.kv_indptr.size() * sizeof(int32_t));
+  XXH3_128bits_update(st, l.kv_lens.data(), l.kv_lens.size() * sizeof(int32_t));
+  const XXH128_hash_t h = XXH3_128bits_digest(st);
+  XXH3_freeState(st);
+  return absl::MakeUint128(h.high64, h.low64);
+}
+
+}  // namespace
+
+absl::StatusOr<cache::CacheOptions> ResolveCacheOptions(const mlajit_cache_options_t* c) {
+  cache::CacheOptions o = cache::CacheOptions::FromEnvironment();
+  if (c == nullptr) return o;
+  MLAJIT_RETURN_IF_ERROR(CheckStructSize(c->struct_size, sizeof(*c), "cache options"));
+  if (c->cache_dir != nullptr) o.cache_dir = c->cache_dir;
+  if (c->prebuilt_dir != nullptr) o.prebuilt_dir = c->prebuilt_dir;
+  if (c->memory_only) o.memory_only = true;
+  if (c->disable_jit) o.disable_jit = true;
+  if (c->save_source) o.save_source = true;
+  if (c->trust_cache_dir) o.trust_cache_dir = true;
+  if (c->max_bytes != 0) o.max_bytes = c->max_bytes;
+  if (c->record_manifest != nullptr) o.record_manifest = c->record_manifest;
+  return o;
+}
+
+absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const mlajit_runtime_options_t* options) {
+  mlajit_runtime_options_t defaults = MLAJIT_RUNTIME_OPTIONS_INIT;
+  if (options == nullptr) options = &defaults;
+  MLAJIT_RETURN_IF_ERROR(CheckStructSize(options->struct_size, sizeof(*options), "options"));
+  std::unique_ptr<Runtime> rt(new Runtime());
+  MLAJIT_ASSIGN_OR_RETURN(rt->backend_, gpu::DefaultBackend());
+  MLAJIT_ASSIGN_OR_RETURN(int count, rt->backend_->DeviceCount());
+  if (options->device_index < 0 || options->device_index >= count) {
+    return absl::InvalidArgumentError(absl::StrCat("options.device_index=", options->device_index,
+                                                   ": must be in 0..", count - 1, " (", count,
+                                                   " devices visible)"));
+  }
+  rt->device_ = options->device_index;
+  MLAJIT_ASSIGN_OR_RETURN(rt->props_, rt->backend_->GetDeviceProperties(rt->device_));
+  MLAJIT_ASSIGN_OR_RETURN(cache::CacheOptions cache_options, ResolveCacheOptions(options->cache));
+  MLAJIT_ASSIGN_OR_RETURN(std::unique_ptr<cache::KernelCache> cache,
+                          cache::KernelCache::Open(cache_options));
+  MLAJIT_ASSIGN_OR_RETURN(rt->compiler_, jit::KernelCompiler::Create(std::move(cache)));
+  MLAJIT_LOG_INFO("runtime on device ", rt->device_, ": ", rt->props_.name, " (", rt->props_.arch,
+                  ", ", rt->props_.sm_count, " SMs)");
+  return rt;
+}
+
+Runtime::~Runtime() {
+  absl::MutexLock lock(&kernels_mu_);
+  for (auto& [spec, k] : kernels_) {
+    absl::Status s = backend_->UnloadModule(device_, k->module);
+    if (!s.ok()) MLAJIT_LOG_WARN("unloading ", jit::SpecName(spec), ": ", s.message());
+  }
+}
+
+absl::StatusOr<const LoadedKernel*> Runtime::GetKernel(const jit::KernelSpec& spec,
+                                                       int smem_bytes) {
+  absl::MutexLock lock(&kernels_mu_);
+  if (auto it = kernels_.find(spec); it != kernels_.end()) return it->second.get();
+  MLAJIT_ASSIGN_OR_RETURN(std::shared_ptr<const cache::CacheEntry> entry,
+                          compiler_->GetBinary(spec));
+  auto k = std::make_unique<LoadedKernel>();
+  k->spec = spec;
+  k->threads = spec.num_warps * 32;
+  k->smem_bytes = smem_bytes;
+  const auto* bytes = reinterpret_cast<const uint8_t*>(entry->payload.data());
+  MLAJIT_ASSIGN_OR_RETURN(k->module,
+                          backend_->LoadModule(device_, {bytes, entry->payload.size()}));
+  auto fail = [&](absl::Status s) {
+    (void)backend_->UnloadModule(device_, k->module);
+    return s;
+  };
+  auto decode = backend_->GetFunction(k->module, jit::KernelCompiler::EntryPoint(spec));
+  if (!decode.ok()) return fail(decode.status());
+  auto combine = backend_->GetFunction(k->module, "mla_combine_kernel");
+  if (!combine.ok()) return fail(combine.status());
+  auto amax = backend_->GetFunction(k->module, "mla_q_amax_kernel");
+  if (!amax.ok()) return fail(amax.status());
+  k->decode = *decode;
+  k->combine = *combine;
+  k->q_amax = *amax;
+  if (smem_bytes > props_.max_shared_memory_per_block_optin) {
+    return fail(absl::UnimplementedError(absl::StrCat(
+        jit::SpecName(spec), " needs ", smem_bytes, " bytes of shared memory; ", props_.name,
+        " allows ", props_.max_shared_memory_per_block_optin)));
+  }
+  if (smem_bytes > 48 * 1024) {
+    if (auto s = backend_->SetMaxDynamicSharedMemory(k->decode, smem_bytes); !s.ok()) return fail(s);
+  }
+  const LoadedKernel* result = k.get();
+  kernels_.emplace(spec, std::move(k));
+  return result;
+}
+
+absl::StatusOr<std::shared_ptr<const plan::Schedule>> Runtime::GetSchedule(
+    const plan::LayoutView& layout, const plan::ScheduleConfig& config) {
+  const absl::uint128 key = HashLayout(layout, config);
+  {
+    absl::MutexLock lock(&schedules_mu_);
+    if (auto it = schedules_.find(key); it != schedules_.end()) return it->second;
+  }
+  MLAJIT_ASSIGN_OR_RETURN(plan::Schedule s, plan::BuildSchedule(layout, config));
+  auto shared = std::make_shared<const plan::Schedule>(std::move(s));
+  absl::MutexLock lock(&schedules_mu_);
+  // Bounded: a serving engine sees a new layout every step; keep the recent ones.
+  if (schedules_.size() >= 256) schedules_.clear();
+  schedules_.emplace(key, shared);
+  return shared;
+}
+
+absl::StatusOr<std::unique_ptr<Plan>> Plan::Create(Runtime* runtime,
+                                                   const mlajit_plan_config_t* config,
+                                                   int batch_size, const int32_t* qo_indptr,
+                                                   const int32_t* kv_indptr,
+                                                   const int32_t* kv_lens) {
+  if (runtime == nullptr) return absl::InvalidArgumentError("runtime is null");
+  MLAJIT_RETURN_IF_ERROR(ValidateConfig(config));
+  if (batch_size < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("batch_size=", batch_size, ": must be >= 0"));
+  }
+  if (qo_indptr == nullptr) return absl::InvalidArgumentError("qo_indptr is null");
+  if (kv_indptr == nullptr) return absl::InvalidArgumentError("kv_indptr is null");
+  if (kv_lens != nullptr && config->page_size == 0) {
+    return absl::InvalidArgumentError(
+        "kv_lens given with config.page_size=0: a flat layout takes lengths from kv_indptr");
+  }
+  plan::LayoutView layout;
+  layout.num_heads = config->num_heads;
+  layout.page_size = config->page_size;
+  layout.causal = config->causal != 0;
+  layout.qo_indptr = {qo_indptr, static_cast<size_t>(batch_size) + 1};
+  layout.kv_indptr = {kv_indptr, static_cast<size_t>(batch_size) + 1};
+  if (kv_lens != nullptr) layout.kv_lens = {kv_lens, static_cast<size_t>(batch_size)};
+  MLAJIT_RETURN_IF_ERROR(plan::ValidateLayout(layout));
+
+  int max_q_len = 1;
+  for (int b = 0; b < batch_size; ++b) max_q_len = std::max(max_q_len, qo_indptr[b + 1] - qo_indptr[b]);
+  const gpu::DeviceProperties& props = runtime->properties();
+  const plan::TileShape tiles = plan::ChooseTiles(
+      props.arch, max_q_len * config->num_heads, static_cast<KvFormat>(config->kv_format));
+
+  jit::KernelSpec spec;
+  spec.num_heads = config->num_heads;
+  spec.max_q_len = max_q_len;
+  spec.kv_format = static_cast<KvFormat>(config->kv_format);
+  spec.q_mode = static_cast<QMode>(config->q_mode);
+  spec.page_size = config->page_size;
+  spec.causal = config->causal != 0;
+  spec.write_lse = config->write_lse != 0;
+  spec.block_m = tiles.block_m;
+  spec.block_n = tiles.block_n;
+  spec.num_warps = tiles.num_warps;
+  spec.num_stages = tiles.num_stages;
+  spec.arch = props.arch;
+
+  std::unique_ptr<Plan> p(new Plan());
+  p->runtime_ = runtime;
+  p->config_ = *config;
+  MLAJIT_ASSIGN_OR_RETURN(p->kernel_, runtime->GetKernel(spec, tiles.smem_bytes));
+  plan::ScheduleConfig sc;
+  sc.num_ctas = props.sm_count;
+  sc.block_m = tiles.block_m;
+  sc.block_n = tiles.block_n;
+  MLAJIT_ASSIGN_OR_RETURN(p->schedule_, runtime->GetSchedule(layout, sc));
+  MLAJIT_ASSIGN_OR_RETURN(p->device_plan_,
+                          plan::DevicePlan::Create(runtime->backend(), runtime->device()));
+  MLAJIT_RETURN_IF_ERROR(p->device_plan_->Upload(*p->schedule_, tiles.block_m));
+  p->kv_extent_ = kv_indptr[batch_size];
+  return p;
+}
+
+absl::Status Plan::ValidateArgs(const mlajit_decode_args_t* a) const {
+  if (a == nullptr) return absl::InvalidArgumentError("args is null");
+  MLAJIT_RETURN_IF_ERROR(CheckStructSize(a->struct_size, sizeof(*a), "args"));
+  const bool empty = schedule_->total_q == 0;
+  if (!empty) {
+    if (a->q == nullptr) return absl::InvalidArgumentError("args.q is null: expected a device pointer to [total_q, num_heads, 576] bf16");
+    if (a->out == nullptr) return absl::InvalidArgumentError("args.out is null: expected a device pointer to [total_q, num_heads, 512] bf16");
+    if (a->kv == nullptr) return absl::InvalidArgumentError("args.kv is null: expected a device pointer to the KV cache");
+    MLAJIT_RETURN_IF_ERROR(CheckAligned(a->q, 16, "q"));
+    MLAJIT_RETURN_IF_ERROR(CheckAligned(a->out, 16, "out"));
+    MLAJIT_RETURN_IF_ERROR(CheckAligned(a->kv, config_.kv_format == MLAJIT_KV_FORMAT_MXFP4 ? 2 : 16, "kv"));
+  }
+  if (config_.write_lse && !empty && a->lse == nullptr) {
+    return absl::InvalidArgumentError("args.lse is null but the plan was built with config.write_lse=1");
+  }
+  if (!config_.write_lse && a->lse != nullptr) {
+    return absl::InvalidArgumentError("args.lse is set but the plan was built with config.write_lse=0");
+  }
+  if (a->lse != nullptr) MLAJIT_RETURN_IF_ERROR(CheckAligned(a->lse, 4, "lse"));
+  if (config_.page_size > 0 && !empty && a->kv_indices == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "args.kv_indices is null but the plan is paged (page_size=", config_.page_size, ")"));
+  }
+  if (config_.page_size == 0 && a->kv_indices != nullptr) {
+    return absl::InvalidArgumentError("args.kv_indices is set but the plan is flat (page_size=0)");
+  }
+  if (config_.kv_format == MLAJIT_KV_FORMAT_FP8_E4M3 &&
+      (!(a->kv_scale > 0.0f) || !std::isfinite(a->kv_scale))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("args.kv_scale=", a->kv_scale, ": must be finite and > 0 for fp8 KV"));
+  }
+  if (a->kv_bytes != 0) {
+    const uint64_t token_bytes = KvBytesPerToken(static_cast<KvFormat>(config_.kv_format));
+    const uint64_t slots = config_.page_size == 0 ? kv_extent_ : 0;  // paged: ids live on the device
+    if (slots * token_bytes > a->kv_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "args.kv_bytes=", a->kv_bytes, ": the plan addresses ", slots, " tokens of ",
+          token_bytes, " bytes (", slots * token_bytes, " bytes)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Plan::Decode(const mlajit_decode_args_t* a, void* stream) const {
+  MLAJIT_RETURN_IF_ERROR(ValidateArgs(a));
+  const plan::Schedule& s = *schedule_;
+  if (s.total_q == 0) return absl::OkStatus();
+  gpu::Backend* b = runtime_->backend();
+  const int device = runtime_->device();
+  MlaDecodeParams p{};
+  p.q = a->q;
+  p.kv = a->kv;
+  p.kv_indices = a->kv_indices;
+  p.out = a->out;
+  p.lse = a->lse;
+  device_plan_->FillParams(&p);
+  p.sm_scale = config_.sm_scale;
+  p.kv_scale = config_.kv_format == MLAJIT_KV_FORMAT_FP8_E4M3 ? a->kv_scale : 1.0f;
+  p.q_elements = static_cast<long long>(s.total_q) * config_.num_heads * kHeadDimQk;
+  void* params[] = {&p};
+  const unsigned threads = static_cast<unsigned>(kernel_->threads);
+  if (config_.q_mode == MLAJIT_Q_MODE_FP8) {
+    MLAJIT_RETURN_IF_ERROR(b->MemsetD8(device, device_plan_->q_amax(), 0, sizeof(float), stream));
+    gpu::LaunchConfig amax;
+    amax.grid_x = static_cast<unsigned>(
+        std::clamp<long long>(p.q_elements / (threads * 16), 1, runtime_->properties().sm_count * 4LL));
+    amax.block_x = threads;
+    MLAJIT_RETURN_IF_ERROR(b->Launch(device, kernel_->q_amax, amax, params, stream));
+  }
+  gpu::LaunchConfig decode;
+  decode.grid_x = static_cast<unsigned>(p.num_ctas);
+  decode.block_x = threads;
+  decode.shared_memory_bytes = static_cast<unsigned>(kernel_->smem_bytes);
+  MLAJIT_RETURN_IF_ERROR(b->Launch(device, kernel_->decode, decode, params, stream));
+  if (p.num_combine > 0) {
+    gpu::LaunchConfig combine;
+    combine.grid_x = static_cast<unsigned>(
+        std::min(p.num_combine, runtime_->properties().sm_count * 8));
+    combine.block_x = threads;
+    MLAJIT_RETURN_IF_ERROR(b->Launch(device, kernel_->combine, combine, params, stream));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace mlajit::api_internal

@@ -1,0 +1,103 @@
+// The objects behind the C ABI handles: a Runtime per device (backend, kernel
+// cache, JIT, loaded kernels, schedule cache) and a Plan per batch layout
+// (KernelSpec, loaded kernel, device metadata). Decode validates its arguments
+// and launches; with a plan in hand it allocates nothing, does no file I/O and
+// never synchronises.
+//
+//   MLAJIT_ASSIGN_OR_RETURN(auto rt, Runtime::Create(options));
+//   MLAJIT_ASSIGN_OR_RETURN(auto plan, Plan::Create(rt.get(), config, b, qo, kv, nullptr));
+//   MLAJIT_RETURN_IF_ERROR(plan->Decode(args, stream));
+#ifndef MLAJIT_SRC_API_RUNTIME_H_
+#define MLAJIT_SRC_API_RUNTIME_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/numeric/int128.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "mlajit/mlajit.h"
+#include "src/cache/kernel_cache.h"
+#include "src/gpu/backend.h"
+#include "src/jit/kernel_compiler.h"
+#include "src/jit/kernel_spec.h"
+#include "src/plan/device_plan.h"
+#include "src/plan/scheduler.h"
+#include "src/plan/tile_policy.h"
+
+namespace mlajit::api_internal {
+
+// Resolves C cache options over the environment defaults.
+absl::StatusOr<cache::CacheOptions> ResolveCacheOptions(const mlajit_cache_options_t* c);
+
+struct LoadedKernel {
+  jit::KernelSpec spec;
+  gpu::ModuleHandle module = 0;
+  gpu::FunctionHandle decode = 0, combine = 0, q_amax = 0;
+  int threads = 256;
+  int smem_bytes = 0;
+};
+
+class Runtime {
+ public:
+  static absl::StatusOr<std::unique_ptr<Runtime>> Create(const mlajit_runtime_options_t* options);
+  ~Runtime();
+
+  // Compiles (or finds in the cache) and loads the kernel for `spec`, once.
+  absl::StatusOr<const LoadedKernel*> GetKernel(const jit::KernelSpec& spec, int smem_bytes);
+
+  // Schedules are cached by a hash of the layout contents and the tile shape.
+  absl::StatusOr<std::shared_ptr<const plan::Schedule>> GetSchedule(
+      const plan::LayoutView& layout, const plan::ScheduleConfig& config);
+
+  gpu::Backend* backend() const { return backend_; }
+  int device() const { return device_; }
+  const gpu::DeviceProperties& properties() const { return props_; }
+
+ private:
+  Runtime() = default;
+
+  gpu::Backend* backend_ = nullptr;
+  int device_ = 0;
+  gpu::DeviceProperties props_;
+  std::unique_ptr<jit::KernelCompiler> compiler_;
+
+  absl::Mutex kernels_mu_;
+  absl::flat_hash_map<jit::KernelSpec, std::unique_ptr<LoadedKernel>> kernels_
+      ABSL_GUARDED_BY(kernels_mu_);
+  absl::Mutex schedules_mu_;
+  absl::flat_hash_map<absl::uint128, std::shared_ptr<const plan::Schedule>> schedules_
+      ABSL_GUARDED_BY(schedules_mu_);
+};
+
+class Plan {
+ public:
+  static absl::StatusOr<std::unique_ptr<Plan>> Create(Runtime* runtime,
+                                                      const mlajit_plan_config_t* config,
+                                                      int batch_size, const int32_t* qo_indptr,
+                                                      const int32_t* kv_indptr,
+                                                      const int32_t* kv_lens);
+
+  absl::Status ValidateArgs(const mlajit_decode_args_t* args) const;
+  absl::Status Decode(const mlajit_decode_args_t* args, void* stream) const;
+
+  const jit::KernelSpec& spec() const { return kernel_->spec; }
+  const plan::Schedule& schedule() const { return *schedule_; }
+
+ private:
+  Plan() = default;
+
+  Runtime* runtime_ = nullptr;
+  mlajit_plan_config_t config_{};
+  const LoadedKernel* kernel_ = nullptr;
+  std::shared_ptr<const plan::Schedule> schedule_;
+  std::unique_ptr<plan::DevicePlan> device_plan_;
+  int64_t kv_extent_ = 0;  // flat: tokens addressed; paged: page-table entries
+};
+
+}  // namespace mlajit::api_internal
+
+#endif  // MLAJIT_SRC_API_RUNTIME_H_

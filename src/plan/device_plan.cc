@@ -1,0 +1,84 @@
+#include "src/plan/device_plan.h"
+
+#include <algorithm>
+
+#include "src/base/log.h"
+#include "src/base/mla_types.h"
+#include "src/base/status_macros.h"
+
+namespace mlajit::plan {
+
+absl::StatusOr<std::unique_ptr<DevicePlan>> DevicePlan::Create(gpu::Backend* backend,
+                                                               int device) {
+  if (backend == nullptr) return absl::InvalidArgumentError("DevicePlan: backend is null");
+  std::unique_ptr<DevicePlan> p(new DevicePlan(backend, device));
+  MLAJIT_RETURN_IF_ERROR(p->Reserve(&p->q_amax_, sizeof(float)));
+  return p;
+}
+
+DevicePlan::~DevicePlan() {
+  for (Buffer* b : {&work_, &work_indptr_, &seqs_, &combine_, &partial_o_, &partial_lse_,
+                    &q_amax_}) {
+    if (b->ptr != 0) {
+      absl::Status s = backend_->Free(device_, b->ptr);
+      if (!s.ok()) MLAJIT_LOG_WARN("freeing plan metadata: ", s.message());
+    }
+  }
+}
+
+absl::Status DevicePlan::Reserve(Buffer* b, size_t bytes) {
+  bytes = std::max<size_t>(bytes, 16);
+  if (b->capacity >= bytes) return absl::OkStatus();
+  // Grow geometrically so that a slowly growing batch re-allocates rarely.
+  const size_t capacity = std::max(bytes, b->capacity * 3 / 2);
+  MLAJIT_ASSIGN_OR_RETURN(gpu::DevicePtr p, backend_->Malloc(device_, capacity));
+  if (b->ptr != 0) MLAJIT_RETURN_IF_ERROR(backend_->Free(device_, b->ptr));
+  b->ptr = p;
+  b->capacity = capacity;
+  return absl::OkStatus();
+}
+
+absl::Status DevicePlan::Copy(Buffer* b, const void* src, size_t bytes) {
+  MLAJIT_RETURN_IF_ERROR(Reserve(b, bytes));
+  if (bytes == 0) return absl::OkStatus();
+  return backend_->MemcpyHtoD(device_, b->ptr, src, bytes, nullptr);
+}
+
+absl::Status DevicePlan::Upload(const Schedule& s, int block_m) {
+  MLAJIT_RETURN_IF_ERROR(Copy(&work_, s.work.data(), s.work.size() * sizeof(MlaWorkItem)));
+  MLAJIT_RETURN_IF_ERROR(
+      Copy(&work_indptr_, s.work_indptr.data(), s.work_indptr.size() * sizeof(int32_t)));
+  MLAJIT_RETURN_IF_ERROR(Copy(&seqs_, s.seqs.data(), s.seqs.size() * sizeof(MlaSeqInfo)));
+  MLAJIT_RETURN_IF_ERROR(
+      Copy(&combine_, s.combine.data(), s.combine.size() * sizeof(MlaCombineItem)));
+  const size_t partial_rows = static_cast<size_t>(s.num_partials) * block_m;
+  MLAJIT_RETURN_IF_ERROR(Reserve(&partial_o_, partial_rows * kHeadDimV * sizeof(float)));
+  MLAJIT_RETURN_IF_ERROR(Reserve(&partial_lse_, partial_rows * sizeof(float)));
+  // The host vectors are the copies' sources: wait before they can go away.
+  MLAJIT_RETURN_IF_ERROR(backend_->StreamSynchronize(device_, nullptr));
+  num_combine_ = static_cast<int>(s.combine.size());
+  num_ctas_ = static_cast<int>(s.work_indptr.size()) - 1;
+  return absl::OkStatus();
+}
+
+void DevicePlan::FillParams(MlaDecodeParams* p) const {
+  p->work = reinterpret_cast<const MlaWorkItem*>(work_.ptr);
+  p->work_indptr = reinterpret_cast<const int*>(work_indptr_.ptr);
+  p->seqs = reinterpret_cast<const MlaSeqInfo*>(seqs_.ptr);
+  p->combine = reinterpret_cast<const MlaCombineItem*>(combine_.ptr);
+  p->partial_o = reinterpret_cast<float*>(partial_o_.ptr);
+  p->partial_lse = reinterpret_cast<float*>(partial_lse_.ptr);
+  p->q_amax = reinterpret_cast<const float*>(q_amax_.ptr);
+  p->num_ctas = num_ctas_;
+  p->num_combine = num_combine_;
+}
+
+size_t DevicePlan::device_bytes() const {
+  size_t n = 0;
+  for (const Buffer* b : {&work_, &work_indptr_, &seqs_, &combine_, &partial_o_, &partial_lse_,
+                          &q_amax_})
+    n += b->capacity;
+  return n;
+}
+
+}  // namespace mlajit::plan

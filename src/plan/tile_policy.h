@@ -1,0 +1,33 @@
+// Chooses the kernel's tile shape for a batch: which path the target has
+// (tensor cores on sm_80+, else the portable path) and how many query rows and
+// KV tokens one CTA tile holds.
+//
+//   TileShape t = ChooseTiles("sm_90a", /*rows_per_sequence=*/16, KvFormat::kFp8E4m3);
+//   spec.block_m = t.block_m; ...; launch with t.smem_bytes of dynamic shared memory.
+#ifndef MLAJIT_SRC_PLAN_TILE_POLICY_H_
+#define MLAJIT_SRC_PLAN_TILE_POLICY_H_
+
+#include <string>
+
+#include "src/base/mla_types.h"
+
+namespace mlajit::plan {
+
+struct TileShape {
+  int block_m = 16;
+  int block_n = 64;
+  int num_warps = 8;
+  int num_stages = 2;
+  int smem_bytes = 0;    // dynamic shared memory of the decode kernel
+  bool tensor_cores = false;
+};
+
+// True for NVIDIA targets with mma.sync bf16 (sm_80 and later).
+bool HasTensorCorePath(const std::string& arch);
+
+// rows_per_sequence: the largest q_len * num_heads of the batch.
+TileShape ChooseTiles(const std::string& arch, int rows_per_sequence, KvFormat kv_format);
+
+}  // namespace mlajit::plan
+
+#endif  // MLAJIT_SRC_PLAN_TILE_POLICY_H_
