@@ -1,5 +1,9 @@
 // KernelSpec validation, JSON round trip, bindings, names and manifest parsing.
+#include <cstdlib>
+#include <fstream>
 #include <map>
+#include <set>
+#include <tuple>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -207,6 +211,48 @@ TEST(JitManifest, ErrorsNameTheLine) {
   EXPECT_THAT(std::string(m.status().message()), HasSubstr("m.jsonl line 3: "));
   EXPECT_THAT(std::string(m.status().message()), HasSubstr("num_heads"));
   EXPECT_EQ(ReadManifest("/nonexistent/m.jsonl").status().code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace mlajit::jit
+
+namespace mlajit::jit {
+namespace {
+
+// The shipped manifests: every line valid, written exactly as SpecToJson (and
+// so as MLAJIT_RECORD_MANIFEST) writes it, no duplicates, every TP degree,
+// q_len, KV format and layout of DeepSeek-V3 present.
+TEST(JitManifest, ShippedManifestsAreCanonicalAndComplete) {
+  const char* src = std::getenv("MLAJIT_SOURCE_DIR");
+  if (src == nullptr) GTEST_SKIP() << "MLAJIT_SOURCE_DIR not set (run through ctest)";
+  for (const char* name : {"deepseek_v3.jsonl", "deepseek_v3_amd.jsonl"}) {
+    std::string path = std::string(src) + "/cache/manifests/" + name;
+    absl::StatusOr<std::vector<ManifestEntry>> m = ReadManifest(path);
+    ASSERT_TRUE(m.ok()) << m.status();
+    std::ifstream in(path);
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    std::set<std::string> seen;
+    std::set<std::tuple<int, int, int, int, int>> shapes;
+    for (const ManifestEntry& e : *m) {
+      EXPECT_TRUE(ValidateSpec(e.spec).ok()) << name << " line " << e.line;
+      EXPECT_EQ(lines[e.line - 1], SpecToJson(e.spec)) << name << " line " << e.line;
+      EXPECT_TRUE(seen.insert(lines[e.line - 1]).second) << name << " line " << e.line << " repeats";
+      shapes.insert({e.spec.num_heads, e.spec.max_q_len, static_cast<int>(e.spec.kv_format),
+                     static_cast<int>(e.spec.q_mode), e.spec.page_size});
+    }
+    for (int heads : {16, 32, 64, 128}) {
+      for (int q = 1; q <= 4; ++q) {
+        for (int page : {0, 1, 64}) {
+          for (auto [kv, qm] : {std::pair{KvFormat::kBf16, QMode::kBf16}, {KvFormat::kFp8E4m3, QMode::kBf16},
+                                {KvFormat::kFp8E4m3, QMode::kFp8}, {KvFormat::kMxfp4, QMode::kBf16}}) {
+            EXPECT_TRUE(shapes.count({heads, q, static_cast<int>(kv), static_cast<int>(qm), page}))
+                << name << ": h" << heads << " q" << q << " page " << page;
+          }
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
