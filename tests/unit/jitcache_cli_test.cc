@@ -36,12 +36,25 @@ std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
+// $MLAJIT_BINARY_DIR/tools/jitcache/jitcache, else found from this test's own
+// path (<build>/tests/<test>), so the test also runs outside ctest.
+std::string ToolPath() {
+  if (const char* bin = std::getenv("MLAJIT_BINARY_DIR"); bin != nullptr && bin[0] != '\0') {
+    return std::string(bin) + "/tools/jitcache/jitcache";
+  }
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) return "";
+  std::string path(self, static_cast<size_t>(n));
+  for (int up = 0; up < 2; ++up) path = path.substr(0, path.rfind('/'));
+  return path + "/tools/jitcache/jitcache";
+}
+
 class JitcacheCli : public ::testing::Test {
  protected:
   void SetUp() override {
-    const char* bin = std::getenv("MLAJIT_BINARY_DIR");
-    if (bin == nullptr) GTEST_SKIP() << "MLAJIT_BINARY_DIR not set (run through ctest)";
-    tool_ = std::string(bin) + "/tools/jitcache/jitcache";
+    tool_ = ToolPath();
+    if (tool_.empty()) GTEST_SKIP() << "cannot locate the jitcache binary (set MLAJIT_BINARY_DIR)";
     if (access(tool_.c_str(), X_OK) != 0) GTEST_SKIP() << tool_ << " is not built";
     dir_ = ::testing::TempDir() + "/jitcache_cli_" + std::to_string(getpid()) + "_" +
            ::testing::UnitTest::GetInstance()->current_test_info()->name();
