@@ -17,7 +17,7 @@
 
 namespace mlajit {
 namespace reference {
-namespace batch_internal {
+namespace reference_internal {
 
 uint64_t Mix64(uint64_t x) {
   x ^= x >> 30;
@@ -110,13 +110,13 @@ float NormalAt(uint64_t key, uint64_t index) {
   return index % 2 == 0 ? a : b;
 }
 
-}  // namespace batch_internal
+}  // namespace reference_internal
 
 namespace {
 
-using batch_internal::Draw;
-using batch_internal::Mix64;
-using batch_internal::NormalPair;
+using reference_internal::Draw;
+using reference_internal::Mix64;
+using reference_internal::NormalPair;
 
 // Stream keys: one per kind of value, derived from the seed.
 uint64_t StreamKey(uint64_t seed, uint64_t stream) { return Mix64(Mix64(seed) ^ (stream * 0xD6E8FEB86659FD93ull)); }
@@ -290,7 +290,7 @@ Batch GenerateBatch(const BatchConfig& config) {
       double threshold = 1.0;
       for (int64_t i = begin; i < end; ++i) {
         const uint64_t bits = Draw(kv_key, i);
-        if (batch_internal::HighUniform(bits) >= threshold) continue;
+        if (reference_internal::HighUniform(bits) >= threshold) continue;
         float a, b;
         NormalPair(bits, &a, &b);
         const float m = std::max(std::fabs(a), std::fabs(b));

@@ -71,7 +71,7 @@ struct Batch {
 // ...) are clamped to the nearest allowed value; the result is always valid.
 Batch GenerateBatch(const BatchConfig& config);
 
-namespace batch_internal {
+namespace reference_internal {
 
 // SplitMix64 finaliser: a bijective 64-bit mix.
 uint64_t Mix64(uint64_t x);
@@ -87,7 +87,7 @@ void NormalPair(uint64_t bits, float* a, float* b);
 // counter-based draw; elements 2i and 2i+1 share one draw).
 float NormalAt(uint64_t key, uint64_t index);
 
-}  // namespace batch_internal
+}  // namespace reference_internal
 
 }  // namespace reference
 }  // namespace mlajit

@@ -59,7 +59,7 @@ inline uint16_t FloatToBf16(float f) {
 // 1 sign, 4 exponent (bias 7), 3 mantissa bits; no infinities; S.1111.111 is NaN;
 // largest finite 448 = 1.75 * 2^8; smallest subnormal 2^-9.
 
-namespace formats_internal {
+namespace reference_internal {
 
 constexpr float Pow2(int e) {
   float v = 1.0f;
@@ -95,10 +95,10 @@ struct E8m0Table {
   }
 };
 
-}  // namespace formats_internal
+}  // namespace reference_internal
 
-inline constexpr formats_internal::Fp8Table kFp8E4m3Table{};
-inline constexpr formats_internal::E8m0Table kE8m0Table{};
+inline constexpr reference_internal::Fp8Table kFp8E4m3Table{};
+inline constexpr reference_internal::E8m0Table kE8m0Table{};
 
 constexpr float Fp8E4m3ToFloat(uint8_t code) { return kFp8E4m3Table.v[code]; }
 

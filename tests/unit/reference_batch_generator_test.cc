@@ -52,16 +52,16 @@ TEST(BatchGenerator, NormalStreamIsBoxMullerAndStandardNormal) {
   int beyond2 = 0;
   const int n = 200000;
   for (int i = 0; i < n / 2; ++i) {
-    const uint64_t bits = batch_internal::Draw(123, i);
+    const uint64_t bits = reference_internal::Draw(123, i);
     float a, b;
-    batch_internal::NormalPair(bits, &a, &b);
+    reference_internal::NormalPair(bits, &a, &b);
     const double u1 = (static_cast<double>(bits >> 32) + 0.5) / 4294967296.0;
     const double u2 = (static_cast<double>(bits & 0xFFFFFFFFu) + 0.5) / 4294967296.0;
     const double r = std::sqrt(-2 * std::log(u1));
     ASSERT_NEAR(a, r * std::cos(2 * M_PI * u2), 2e-6 * (1 + r));
     ASSERT_NEAR(b, r * std::sin(2 * M_PI * u2), 2e-6 * (1 + r));
-    ASSERT_EQ(batch_internal::NormalAt(123, 2 * i), a);
-    ASSERT_EQ(batch_internal::NormalAt(123, 2 * i + 1), b);
+    ASSERT_EQ(reference_internal::NormalAt(123, 2 * i), a);
+    ASSERT_EQ(reference_internal::NormalAt(123, 2 * i + 1), b);
     for (double v : {double{a}, double{b}}) {
       sum += v;
       sq += v * v;
