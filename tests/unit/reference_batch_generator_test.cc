@@ -165,18 +165,29 @@ TEST(BatchGenerator, Fp8UsesThePerTensorScale) {
 TEST(BatchGenerator, LengthDistributions) {
   BatchConfig c;
   c.batch_size = 40;
-  c.kv_len = 1000;
+  c.num_heads = 1;
+  c.kv_len = 320;
   c.lengths = LengthDistribution::kSkewed;
   Batch b = GenerateBatch(c);
   int longest = 0, at_max = 0;
   for (int s = 0; s < 40; ++s) {
     longest = std::max<int>(longest, b.kv_len(s));
-    at_max += b.kv_len(s) == 1000;
-    if (b.kv_len(s) != 1000) {
-      EXPECT_LE(b.kv_len(s), 1000 / 16);
+    at_max += b.kv_len(s) == 320;
+    if (b.kv_len(s) != 320) {
+      EXPECT_LE(b.kv_len(s), 320 / 16);
     }
   }
   EXPECT_EQ(at_max, 1);
+  EXPECT_EQ(longest, 320);
+  c.lengths = LengthDistribution::kUniform;
+  b = GenerateBatch(c);
+  std::set<int64_t> distinct;
+  for (int s = 0; s < 40; ++s) {
+    EXPECT_GE(b.kv_len(s), 1);
+    EXPECT_LE(b.kv_len(s), 320);
+    distinct.insert(b.kv_len(s));
+  }
+  EXPECT_GT(distinct.size(), 20u);
   c.lengths = LengthDistribution::kFixed;
   c.zero_length_fraction = 0.25;
   b = GenerateBatch(c);
@@ -184,7 +195,7 @@ TEST(BatchGenerator, LengthDistributions) {
   for (int s = 0; s < 40; ++s) {
     zeros += b.kv_len(s) == 0;
     if (b.kv_len(s) != 0) {
-      EXPECT_EQ(b.kv_len(s), 1000);
+      EXPECT_EQ(b.kv_len(s), 320);
     }
   }
   EXPECT_EQ(zeros, 10);
