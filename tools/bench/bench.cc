@@ -1,0 +1,364 @@
+// mlajit_bench: times MLA decode on the GPU against the roofline floor.
+//
+//   mlajit_bench                       # the 8-case MI355X decode suite, fp8 KV
+//   mlajit_bench --suite all --json results.json
+//   mlajit_bench --suite bf16,mxfp4 --runs 500
+//
+// Per case: correctness against the CPU reference (relative L2 error), then the
+// median and min of per-call device-event times over --runs warm calls that
+// rotate over enough copies of the inputs to exceed the L2 cache, the mean of a
+// back-to-back burst (launch gaps hidden), effective TB/s and TFLOP/s, and the
+// floor: max(bytes / read bandwidth, FLOPs / tensor rate). First-call costs
+// (cold compile, warm disk load) are measured separately, never mixed in.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "mlajit/mlajit.h"
+#include "src/base/mla_types.h"
+#include "src/base/status_macros.h"
+#include "tools/harness/decode_harness.h"
+
+namespace mlajit::bench {
+namespace {
+
+using harness::DecodeHarness;
+using harness::DeviceBatch;
+using harness::DeviceBuffer;
+using reference::BatchConfig;
+using reference::LengthDistribution;
+
+// Ceilings measured on this H200 (DESIGN.md §3): streaming read with 16-byte
+// loads, and cuBLAS-class matmul rates.
+constexpr double kReadBandwidth = 4.45e12;  // bytes/s
+constexpr double kFp8Rate = 1260e12;        // FLOP/s
+constexpr double kBf16Rate = 680e12;
+constexpr double kL2Bytes = 60e6;
+
+struct Case {
+  std::string suite;
+  BatchConfig config;
+};
+
+BatchConfig Make(int bs, int q_len, int kv_len, int heads, KvFormat f) {
+  BatchConfig c;
+  c.batch_size = bs;
+  c.q_len = q_len;
+  c.kv_len = kv_len;
+  c.num_heads = heads;
+  c.kv_format = f;
+  c.lengths = LengthDistribution::kFixed;
+  c.seed = 1234;
+  return c;
+}
+
+// The public 8-case MI355X decode suite: (batch, q_len, kv_len, heads).
+const int kSuite[8][4] = {{4, 1, 1024, 32},  {4, 4, 8192, 32},   {32, 1, 8192, 16},
+                          {32, 4, 1024, 16}, {32, 1, 1024, 32},  {32, 4, 8192, 32},
+                          {128, 1, 8192, 16}, {128, 4, 8192, 16}};
+
+std::vector<Case> SuiteCases(const std::string& name) {
+  std::vector<Case> cases;
+  auto add_suite = [&](KvFormat f, int page) {
+    for (const auto& s : kSuite) {
+      BatchConfig c = Make(s[0], s[1], s[2], s[3], f);
+      c.page_size = page;
+      cases.push_back({name, c});
+    }
+  };
+  if (name == "default" || name == "fp8") add_suite(KvFormat::kFp8E4m3, 0);
+  if (name == "bf16") add_suite(KvFormat::kBf16, 0);
+  if (name == "mxfp4") add_suite(KvFormat::kMxfp4, 0);
+  if (name == "paged64") add_suite(KvFormat::kFp8E4m3, 64);
+  if (name == "paged1") add_suite(KvFormat::kFp8E4m3, 1);
+  if (name == "heads128") {
+    for (KvFormat f : {KvFormat::kFp8E4m3, KvFormat::kBf16}) {
+      cases.push_back({name, Make(64, 1, 8192, 128, f)});
+      cases.push_back({name, Make(16, 2, 8192, 128, f)});
+    }
+  }
+  if (name == "skewed") {
+    for (KvFormat f : {KvFormat::kFp8E4m3, KvFormat::kMxfp4}) {
+      BatchConfig c = Make(64, 1, 65536, 16, f);
+      c.lengths = LengthDistribution::kSkewed;
+      cases.push_back({name, c});
+      c = Make(64, 2, 16384, 32, f);
+      c.lengths = LengthDistribution::kUniform;
+      c.zero_length_fraction = 0.1;
+      cases.push_back({name, c});
+    }
+  }
+  return cases;
+}
+
+struct Result {
+  Case c;
+  double median_us = 0, min_us = 0, burst_us = 0;
+  double bytes = 0, flops = 0, floor_us = 0;
+  double rel_err = 0;
+  bool passed = false;
+  int copies = 1;
+};
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Bytes that must move (KV read once, Q read once, out written once) and the
+// FLOPs of both products over the visible tokens.
+void CountWork(const DeviceBatch& db, Result* r) {
+  const reference::Batch& b = db.batch;
+  const BatchConfig& c = b.config;
+  const int batch = static_cast<int>(b.qo_indptr.size()) - 1;
+  double kv_tokens = 0, qk_pairs = 0;
+  for (int s = 0; s < batch; ++s) {
+    const int64_t kv_len = b.kv_len(s);
+    const int q_len = b.qo_indptr[s + 1] - b.qo_indptr[s];
+    kv_tokens += static_cast<double>(kv_len);
+    for (int t = 0; t < q_len; ++t) {
+      const int64_t vis = c.causal ? std::clamp<int64_t>(kv_len - q_len + t + 1, 0, kv_len) : kv_len;
+      qk_pairs += static_cast<double>(vis) * c.num_heads;
+    }
+  }
+  const double rows = static_cast<double>(b.total_q()) * c.num_heads;
+  r->bytes = kv_tokens * KvBytesPerToken(c.kv_format) + rows * (kHeadDimQk + kHeadDimV) * 2;
+  r->flops = qk_pairs * 2.0 * (kHeadDimQk + kHeadDimV);
+  const double rate = c.kv_format == KvFormat::kBf16 ? kBf16Rate : kFp8Rate;
+  r->floor_us = std::max(r->bytes / kReadBandwidth, r->flops / rate) * 1e6;
+}
+
+absl::StatusOr<Result> RunCase(DecodeHarness& h, const Case& c, int runs, bool check) {
+  Result r;
+  r.c = c;
+  MLAJIT_ASSIGN_OR_RETURN(std::unique_ptr<DeviceBatch> db, h.Upload(c.config, false));
+  CountWork(*db, &r);
+  if (check) {
+    MLAJIT_ASSIGN_OR_RETURN(harness::CaseResult cr, h.Check(*db, {false, 1, nullptr}));
+    r.rel_err = cr.out.rel_l2;
+    const double tol =
+        c.config.kv_format == KvFormat::kBf16 && c.config.q_mode == QMode::kBf16 ? 5e-3 : 1e-2;
+    r.passed = cr.out.Passes(tol);
+  }
+  gpu::Backend* b = h.backend();
+  const int dev = h.device();
+  // Rotate over copies of q and kv until the working set exceeds the L2 cache
+  // four times over, so that no call finds its inputs cached by the previous.
+  const double per_copy = static_cast<double>(db->batch.kv.size() + db->batch.q.size() * 2);
+  r.copies = static_cast<int>(std::clamp(std::ceil(4 * kL2Bytes / per_copy), 1.0, 64.0));
+  std::vector<DeviceBuffer> qs, kvs;
+  for (int i = 1; i < r.copies; ++i) {
+    MLAJIT_ASSIGN_OR_RETURN(DeviceBuffer q, DeviceBuffer::Allocate(b, dev, db->q.bytes()));
+    MLAJIT_ASSIGN_OR_RETURN(DeviceBuffer kv, DeviceBuffer::Allocate(b, dev, db->kv.bytes()));
+    MLAJIT_RETURN_IF_ERROR(b->MemcpyHtoD(dev, q.ptr(), db->batch.q.data(), db->q.bytes(), nullptr));
+    MLAJIT_RETURN_IF_ERROR(b->MemcpyHtoD(dev, kv.ptr(), db->batch.kv.data(), db->kv.bytes(), nullptr));
+    qs.push_back(std::move(q));
+    kvs.push_back(std::move(kv));
+  }
+  auto args_for = [&](int i) {
+    mlajit_decode_args_t a = db->args;
+    const int k = i % r.copies;
+    if (k > 0) {
+      a.q = qs[k - 1].get();
+      a.kv = kvs[k - 1].get();
+    }
+    return a;
+  };
+  gpu::StreamHandle stream = nullptr;
+  MLAJIT_ASSIGN_OR_RETURN(stream, b->CreateStream(dev));
+  std::vector<gpu::EventHandle> ev(2 * runs + 2);
+  for (auto& e : ev) {
+    MLAJIT_ASSIGN_OR_RETURN(e, b->CreateEvent(dev));
+  }
+  for (int i = 0; i < 20; ++i) {  // warm-up
+    mlajit_decode_args_t a = args_for(i);
+    MLAJIT_RETURN_IF_ERROR(harness::FromC(mlajit_decode(db->plan, &a, stream)));
+  }
+  for (int i = 0; i < runs; ++i) {
+    mlajit_decode_args_t a = args_for(i);
+    MLAJIT_RETURN_IF_ERROR(b->RecordEvent(dev, ev[2 * i], stream));
+    MLAJIT_RETURN_IF_ERROR(harness::FromC(mlajit_decode(db->plan, &a, stream)));
+    MLAJIT_RETURN_IF_ERROR(b->RecordEvent(dev, ev[2 * i + 1], stream));
+  }
+  MLAJIT_RETURN_IF_ERROR(b->StreamSynchronize(dev, stream));
+  std::vector<double> us(runs);
+  for (int i = 0; i < runs; ++i) {
+    MLAJIT_ASSIGN_OR_RETURN(float ms, b->ElapsedMs(ev[2 * i], ev[2 * i + 1]));
+    us[i] = ms * 1e3;
+  }
+  r.median_us = Median(us);
+  r.min_us = *std::min_element(us.begin(), us.end());
+  // Burst: one pair of events around all calls; hides host launch gaps.
+  MLAJIT_RETURN_IF_ERROR(b->RecordEvent(dev, ev[2 * runs], stream));
+  for (int i = 0; i < runs; ++i) {
+    mlajit_decode_args_t a = args_for(i);
+    MLAJIT_RETURN_IF_ERROR(harness::FromC(mlajit_decode(db->plan, &a, stream)));
+  }
+  MLAJIT_RETURN_IF_ERROR(b->RecordEvent(dev, ev[2 * runs + 1], stream));
+  MLAJIT_RETURN_IF_ERROR(b->StreamSynchronize(dev, stream));
+  MLAJIT_ASSIGN_OR_RETURN(float burst_ms, b->ElapsedMs(ev[2 * runs], ev[2 * runs + 1]));
+  r.burst_us = burst_ms * 1e3 / runs;
+  for (auto e : ev) (void)b->DestroyEvent(dev, e);
+  (void)b->DestroyStream(dev, stream);
+  return r;
+}
+
+std::string CaseName(const BatchConfig& c) {
+  return absl::StrFormat("(%d,%d,%d,%d) %s%s%s", c.batch_size, c.q_len, c.kv_len, c.num_heads,
+                         std::string(KvFormatName(c.kv_format)),
+                         c.page_size ? absl::StrCat(" p", c.page_size) : "",
+                         c.lengths == LengthDistribution::kSkewed    ? " skewed"
+                         : c.lengths == LengthDistribution::kUniform ? " uniform"
+                                                                     : "");
+}
+
+// Cold compile and warm disk load of the first case's kernel, in fresh runtimes
+// over a fresh cache directory (so neither figure touches the steady state).
+void FirstCallCosts(const Case& c) {
+  char dir_template[] = "/tmp/mlajit-bench-XXXXXX";
+  const char* dir = mkdtemp(dir_template);
+  if (dir == nullptr) return;
+  reference::Batch batch = reference::GenerateBatch(c.config);
+  auto time_plan = [&]() -> double {
+    mlajit_cache_options_t co = MLAJIT_CACHE_OPTIONS_INIT;
+    co.cache_dir = dir;
+    mlajit_runtime_options_t ro = MLAJIT_RUNTIME_OPTIONS_INIT;
+    ro.cache = &co;
+    mlajit_runtime_t rt = nullptr;
+    if (mlajit_runtime_create(&ro, &rt) != MLAJIT_STATUS_OK) return -1;
+    mlajit_plan_config_t pc = MLAJIT_PLAN_CONFIG_INIT;
+    pc.num_heads = c.config.num_heads;
+    pc.kv_format = static_cast<mlajit_kv_format_t>(c.config.kv_format);
+    pc.sm_scale = batch.sm_scale;
+    mlajit_plan_t plan = nullptr;
+    const auto t0 = std::chrono::steady_clock::now();
+    const mlajit_status_t s =
+        mlajit_plan_create(rt, &pc, c.config.batch_size, batch.qo_indptr.data(),
+                           batch.kv_indptr.data(), nullptr, &plan);
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    mlajit_plan_free(plan);
+    mlajit_runtime_free(rt);
+    return s == MLAJIT_STATUS_OK ? ms : -1;
+  };
+  const double cold = time_plan();
+  const double warm = time_plan();
+  std::printf("first call %s: cold compile + load %.1f ms, warm disk load %.1f ms\n",
+              CaseName(c.config).c_str(), cold, warm);
+}
+
+int Main(int argc, char** argv) {
+  std::string suites = "default", json_path;
+  int runs = 300;
+  bool check = true;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (a == "--suite") {
+      suites = next();
+    } else if (a == "--json") {
+      json_path = next();
+    } else if (a == "--runs") {
+      runs = std::max(1, std::atoi(next().c_str()));
+    } else if (a == "--no-check") {
+      check = false;
+    } else if (a == "--help" || a == "-h") {
+      std::printf(
+          "usage: mlajit_bench [--suite default|bf16|mxfp4|paged64|paged1|heads128|skewed|all[,..]]\n"
+          "                    [--runs N] [--json FILE] [--no-check]\n");
+      return 0;
+    } else {
+      std::fprintf(stderr, "mlajit_bench: unknown argument %s (see --help)\n", a.c_str());
+      return 2;
+    }
+  }
+  if (suites == "all") suites = "default,bf16,mxfp4,paged64,paged1,heads128,skewed";
+  std::vector<Case> cases;
+  for (absl::string_view s : absl::StrSplit(suites, ',')) {
+    auto more = SuiteCases(std::string(s));
+    if (more.empty()) {
+      std::fprintf(stderr, "mlajit_bench: unknown suite '%s'\n", std::string(s).c_str());
+      return 2;
+    }
+    cases.insert(cases.end(), more.begin(), more.end());
+  }
+  auto h = DecodeHarness::Create(0);
+  if (!h.ok()) {
+    std::fprintf(stderr, "mlajit_bench: no GPU: %s\n", std::string(h.status().message()).c_str());
+    return 1;
+  }
+  FirstCallCosts(cases.front());
+  std::vector<Result> results;
+  for (const Case& c : cases) {
+    auto r = RunCase(**h, c, runs, check);
+    if (!r.ok()) {
+      std::fprintf(stderr, "%s: %s\n", CaseName(c.config).c_str(),
+                   std::string(r.status().message()).c_str());
+      return 1;
+    }
+    results.push_back(*r);
+  }
+  std::printf("\n%-8s %-30s %9s %9s %9s %8s %8s %9s %7s %9s %s\n", "suite", "case", "median_us",
+              "min_us", "burst_us", "TB/s", "TFLOP/s", "floor_us", "%floor", "rel_err", "ok");
+  std::string current;
+  double log_sum = 0, log_floor = 0;
+  int n = 0;
+  auto flush_geomean = [&]() {
+    if (n > 0) {
+      std::printf("%-8s %-30s %9.2f %9s %9s %8s %8s %9.2f %6.1f%%\n", current.c_str(), "geomean",
+                  std::exp(log_sum / n), "", "", "", "", std::exp(log_floor / n),
+                  100 * std::exp(log_floor / n) / std::exp(log_sum / n));
+    }
+    log_sum = log_floor = 0;
+    n = 0;
+  };
+  for (const Result& r : results) {
+    if (r.c.suite != current) {
+      flush_geomean();
+      current = r.c.suite;
+    }
+    const double s = r.median_us * 1e-6;
+    std::printf("%-8s %-30s %9.2f %9.2f %9.2f %8.2f %8.1f %9.2f %6.1f%% %9.2e %s\n",
+                r.c.suite.c_str(), CaseName(r.c.config).c_str(), r.median_us, r.min_us,
+                r.burst_us, r.bytes / s * 1e-12, r.flops / s * 1e-12, r.floor_us,
+                100 * r.floor_us / r.median_us, r.rel_err, check ? (r.passed ? "yes" : "NO") : "-");
+    log_sum += std::log(r.median_us);
+    log_floor += std::log(r.floor_us);
+    ++n;
+  }
+  flush_geomean();
+  if (!json_path.empty()) {
+    std::ofstream out(json_path);
+    out << "{\"ceilings\":{\"read_bytes_per_s\":" << kReadBandwidth << ",\"fp8_flops\":" << kFp8Rate
+        << ",\"bf16_flops\":" << kBf16Rate << "},\"runs\":" << runs << ",\"cases\":[";
+    for (size_t i = 0; i < results.size(); ++i) {
+      const Result& r = results[i];
+      out << (i ? "," : "") << "{\"suite\":\"" << r.c.suite << "\",\"case\":\""
+          << CaseName(r.c.config) << "\",\"median_us\":" << r.median_us
+          << ",\"min_us\":" << r.min_us << ",\"burst_us\":" << r.burst_us
+          << ",\"bytes\":" << r.bytes << ",\"flops\":" << r.flops
+          << ",\"floor_us\":" << r.floor_us << ",\"rel_err\":" << r.rel_err
+          << ",\"passed\":" << (r.passed ? "true" : "false") << ",\"copies\":" << r.copies
+          << "}";
+    }
+    out << "]}\n";
+  }
+  bool all_ok = true;
+  for (const Result& r : results) all_ok &= !check || r.passed;
+  return all_ok ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace mlajit::bench
+
+int main(int argc, char** argv) { return mlajit::bench::Main(argc, argv); }
