@@ -55,7 +55,13 @@ MLA_INLINE u16 FloatToBf16(float f) {
 }
 
 MLA_INLINE u32 PackBf16x2(float lo, float hi) {
+#if !MLA_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  u32 r;  // one instruction, round to nearest even like FloatToBf16
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+#else
   return static_cast<u32>(FloatToBf16(lo)) | (static_cast<u32>(FloatToBf16(hi)) << 16);
+#endif
 }
 
 // ---- fp8 e4m3fn (OCP): bias 7, no infinities, S.1111.111 is NaN, max 448 ------

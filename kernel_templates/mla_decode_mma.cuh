@@ -32,12 +32,18 @@ constexpr int S_STRIDE = BLOCK_N + 4;
 constexpr int TOKEN_BYTES = KvTokenBytes<KV_FORMAT>::value;
 constexpr bool DIRECT_BF16 = KV_FORMAT == KV_FORMAT_BF16;
 constexpr int RAW_STRIDE = MlaRawTokenStride(KV_FORMAT);
-constexpr int KV_BUFFERS = DIRECT_BF16 ? 2 : 1;
+constexpr int STAGES = NUM_STAGES;  // KV tiles in flight (raw, or bf16 for bf16 KV)
+constexpr int KV_BUFFERS = DIRECT_BF16 ? STAGES : 1;
+// MXFP4 tiles whose tokens are consecutive in memory (flat, or pages holding
+// whole tiles) are fetched as one 16-byte-aligned byte range with cp.async;
+// otherwise token by token.
+constexpr bool MX_CONTIGUOUS = KV_FORMAT == KV_FORMAT_MXFP4 && (PAGE_SIZE == 0 || PAGE_SIZE % BLOCK_N == 0);
 
 static_assert(BLOCK_M % 16 == 0 && NUM_WARPS % ROW_GROUPS == 0, "row groups must tile the warps");
 static_assert(S_TOKENS_PER_WARP % 8 == 0 && S_TOKENS_PER_WARP > 0, "each warp scores n8 tiles");
 static_assert(BLOCK_N % 16 == 0, "P V consumes k16 steps");
 static_assert(V_COLS_PER_WARP % 16 == 0, "V is read as pairs of n8 tiles");
+static_assert(STAGES >= 2, "the tile loop refills one buffer while others are read");
 
 MLA_INLINE u32 SmemAddr(const void* p) { return static_cast<u32>(__cvta_generic_to_shared(p)); }
 
@@ -96,7 +102,7 @@ MLA_INLINE u32 Fp8x2ToBf16x2(u32 two) {
 struct Smem {
   u16* q;       // [BLOCK_M][STRIDE]
   u16* kv;      // [KV_BUFFERS][BLOCK_N][STRIDE]
-  u8* raw;      // [2][BLOCK_N][RAW_STRIDE] (fp8 / MXFP4 only)
+  u8* raw;      // [STAGES][BLOCK_N][RAW_STRIDE] (fp8 / MXFP4 only)
   float* s;     // [BLOCK_M][S_STRIDE]
 };
 
@@ -105,7 +111,7 @@ MLA_INLINE Smem CarveSmem(u8* base) {
   m.q = reinterpret_cast<u16*>(base);
   m.kv = m.q + BLOCK_M * STRIDE;
   m.raw = reinterpret_cast<u8*>(m.kv + KV_BUFFERS * BLOCK_N * STRIDE);
-  m.s = reinterpret_cast<float*>(m.raw + (DIRECT_BF16 ? 0 : 2 * BLOCK_N * RAW_STRIDE));
+  m.s = reinterpret_cast<float*>(m.raw + (DIRECT_BF16 ? 0 : STAGES * BLOCK_N * RAW_STRIDE));
   return m;
 }
 
@@ -146,18 +152,31 @@ MLA_INLINE void IssueKvTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j
                             int buf, const Smem& sm) {
   const u8* kv = static_cast<const u8*>(p.kv);
   if (KV_FORMAT == KV_FORMAT_MXFP4) {
+    const int valid = min(BLOCK_N, kv_hi - j0);
+    u8* stage = sm.raw + buf * BLOCK_N * RAW_STRIDE;
+    if (MX_CONTIGUOUS) {
+      // Tokens j0.. are consecutive 306-byte records: copy the 16-byte-aligned
+      // span that holds them (the conversion skips the leading offset), reading
+      // nothing past the last valid token.
+      const u8* first = kv + KvSlot<PAGE_SIZE>(p, s, j0) * MXFP4_TOKEN_BYTES;
+      const u8* base = first - (reinterpret_cast<unsigned long long>(first) & 15);
+      const u8* end = first + valid * MXFP4_TOKEN_BYTES;
+      const int chunks = static_cast<int>((end - base + 15) / 16);
+      for (int ch = threadIdx.x; ch < chunks; ch += NUM_THREADS) {
+        const u8* src = base + ch * 16;
+        const int bytes = static_cast<int>(min(static_cast<long long>(16), static_cast<long long>(end - src)));
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(SmemAddr(stage + ch * 16)),
+                     "l"(src), "r"(bytes));
+      }
+      return;
+    }
     // 306-byte tokens are only 2-byte aligned: plain loads, completed before the
     // barrier that publishes the tile.
     constexpr int HALVES = MXFP4_TOKEN_BYTES / 2;
-    for (int idx = threadIdx.x; idx < BLOCK_N * HALVES; idx += NUM_THREADS) {
+    for (int idx = threadIdx.x; idx < valid * HALVES; idx += NUM_THREADS) {
       const int tok = idx / HALVES, h = idx % HALVES;
-      const int j = j0 + tok;
-      u16 v = 0;
-      if (j < kv_hi) {
-        const u8* src = kv + KvSlot<PAGE_SIZE>(p, s, j) * MXFP4_TOKEN_BYTES;
-        v = reinterpret_cast<const u16*>(src)[h];
-      }
-      reinterpret_cast<u16*>(sm.raw + (buf * BLOCK_N + tok) * RAW_STRIDE)[h] = v;
+      const u8* src = kv + KvSlot<PAGE_SIZE>(p, s, j0 + tok) * MXFP4_TOKEN_BYTES;
+      reinterpret_cast<u16*>(stage + tok * RAW_STRIDE)[h] = reinterpret_cast<const u16*>(src)[h];
     }
     return;
   }
@@ -174,25 +193,39 @@ MLA_INLINE void IssueKvTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j
   }
 }
 
-// Raw fp8 / MXFP4 tile in `buf` -> the bf16 tile.
-MLA_INLINE void ConvertKvTile(int buf, const Smem& sm) {
+// Raw fp8 / MXFP4 tile in `buf` -> the bf16 tile. Tokens at or past `valid`
+// become zeros (their raw bytes are stale or absent), so that masked positions
+// never inject NaN through 0 * NaN.
+MLA_INLINE void ConvertKvTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0, int valid,
+                              int buf, const Smem& sm) {
+  const u8* stage = sm.raw + buf * BLOCK_N * RAW_STRIDE;
+  int mx_offset = 0, mx_stride = RAW_STRIDE;
+  if (MX_CONTIGUOUS) {
+    const u8* first = static_cast<const u8*>(p.kv) + KvSlot<PAGE_SIZE>(p, s, j0) * MXFP4_TOKEN_BYTES;
+    mx_offset = static_cast<int>(reinterpret_cast<unsigned long long>(first) & 15);
+    mx_stride = MXFP4_TOKEN_BYTES;
+  }
   for (int idx = threadIdx.x; idx < BLOCK_N * (HEAD_DIM_QK / 8); idx += NUM_THREADS) {
     const int tok = idx / (HEAD_DIM_QK / 8), k = idx % (HEAD_DIM_QK / 8);
-    const u8* raw = sm.raw + (buf * BLOCK_N + tok) * RAW_STRIDE;
-    u32 w[4];
-    if (KV_FORMAT == KV_FORMAT_FP8) {
-      const uint2 v = *reinterpret_cast<const uint2*>(raw + k * 8);
-      w[0] = Fp8x2ToBf16x2(v.x & 0xffffu);
-      w[1] = Fp8x2ToBf16x2(v.x >> 16);
-      w[2] = Fp8x2ToBf16x2(v.y & 0xffffu);
-      w[3] = Fp8x2ToBf16x2(v.y >> 16);
-    } else {
-      const u32 packed = *reinterpret_cast<const u32*>(raw + k * 4);
-      const float scale = E8m0ToFloat(raw[MXFP4_PACKED_BYTES + (k * 8) / 32]);
+    u32 w[4] = {0, 0, 0, 0};
+    if (tok < valid) {
+      if (KV_FORMAT == KV_FORMAT_FP8) {
+        const uint2 v = *reinterpret_cast<const uint2*>(stage + tok * RAW_STRIDE + k * 8);
+        w[0] = Fp8x2ToBf16x2(v.x & 0xffffu);
+        w[1] = Fp8x2ToBf16x2(v.x >> 16);
+        w[2] = Fp8x2ToBf16x2(v.y & 0xffffu);
+        w[3] = Fp8x2ToBf16x2(v.y >> 16);
+      } else {
+        const u8* raw = stage + mx_offset + tok * mx_stride;
+        // 306-byte records keep 2-byte alignment: read the 4 packed bytes as halves.
+        const u16* halves = reinterpret_cast<const u16*>(raw + k * 4);
+        const u32 packed = static_cast<u32>(halves[0]) | (static_cast<u32>(halves[1]) << 16);
+        const float scale = E8m0ToFloat(raw[MXFP4_PACKED_BYTES + (k * 8) / 32]);
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const u32 byte = (packed >> (8 * i)) & 0xffu;
-        w[i] = PackBf16x2(E2m1ToFloat(byte & 15u) * scale, E2m1ToFloat(byte >> 4) * scale);
+        for (int i = 0; i < 4; ++i) {
+          const u32 byte = (packed >> (8 * i)) & 0xffu;
+          w[i] = PackBf16x2(E2m1ToFloat(byte & 15u) * scale, E2m1ToFloat(byte >> 4) * scale);
+        }
       }
     }
     *reinterpret_cast<uint4*>(sm.kv + tok * STRIDE + k * 8) = make_uint4(w[0], w[1], w[2], w[3]);
@@ -235,45 +268,61 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
   __syncthreads();  // the previous item is done with shared memory
   if (num_tiles > 0) {
     LoadQTile(p, s, item.row_start, sm, q_scale);
-    CpAsyncCommit();
-    IssueKvTile(p, s, kv_lo, kv_hi, 0, sm);
-    CpAsyncCommit();
+    // Prologue: STAGES - 1 tiles in flight; one commit group per tile (empty
+    // groups past the end keep the wait counts uniform).
+#pragma unroll
+    for (int st = 0; st < STAGES - 1; ++st) {
+      if (st < num_tiles) IssueKvTile(p, s, kv_lo + st * BLOCK_N, kv_hi, st, sm);
+      CpAsyncCommit();
+    }
   }
   for (int t = 0; t < num_tiles; ++t) {
-    const int buf = t & 1;
-    __syncthreads();  // every warp is done with tile t-1: its buffers may be refilled
-    if (t + 1 < num_tiles) {
-      IssueKvTile(p, s, kv_lo + (t + 1) * BLOCK_N, kv_hi, buf ^ 1, sm);
-      CpAsyncCommit();
-      CpAsyncWait<1>();
-    } else {
-      CpAsyncWait<0>();
+    const int buf = t % STAGES;
+    CpAsyncWait<STAGES - 2>();  // this thread's copies of tile t (and Q) have landed
+    // All threads' copies of tile t are visible, and every warp is done with
+    // tile t-1, whose buffer the next issue refills.
+    __syncthreads();
+    if (t + STAGES - 1 < num_tiles) {
+      IssueKvTile(p, s, kv_lo + (t + STAGES - 1) * BLOCK_N, kv_hi, (t + STAGES - 1) % STAGES, sm);
     }
-    __syncthreads();  // tile t (and Q) visible to all
+    CpAsyncCommit();
     const u16* kt = sm.kv;
     if (DIRECT_BF16) {
       kt = sm.kv + buf * BLOCK_N * STRIDE;
     } else {
-      ConvertKvTile(buf, sm);
+      const int j0 = kv_lo + t * BLOCK_N;
+      ConvertKvTile(p, s, j0, min(BLOCK_N, kv_hi - j0), buf, sm);
       __syncthreads();
     }
 
     // ---- S = Q K^T for this warp's rows and tokens ----
-    float sacc[S_NTILES][4];
+    // Two accumulator sets (even / odd k steps) halve the chain of dependent MMAs.
+    float sacc[S_NTILES][4], sacc2[S_NTILES][4];
 #pragma unroll
-    for (int i = 0; i < S_NTILES; ++i) sacc[i][0] = sacc[i][1] = sacc[i][2] = sacc[i][3] = 0.0f;
+    for (int i = 0; i < S_NTILES; ++i) {
+      sacc[i][0] = sacc[i][1] = sacc[i][2] = sacc[i][3] = 0.0f;
+      sacc2[i][0] = sacc2[i][1] = sacc2[i][2] = sacc2[i][3] = 0.0f;
+    }
     const u16* qa = sm.q + (g * 16 + (lane & 15)) * STRIDE + (lane >> 4) * 8;
     const u16* kb = kt + (c * S_TOKENS_PER_WARP + (lane & 7)) * STRIDE + ((lane >> 3) & 1) * 8;
-#pragma unroll 4
-    for (int ks = 0; ks < HEAD_DIM_QK / 16; ++ks) {
-      u32 a[4];
+#pragma unroll 2
+    for (int ks = 0; ks < HEAD_DIM_QK / 16; ks += 2) {
+      u32 a[4], a2[4];
       LdMatrixX4(a, qa + ks * 16);
+      LdMatrixX4(a2, qa + ks * 16 + 16);
 #pragma unroll
       for (int nt = 0; nt < S_NTILES; ++nt) {
-        u32 b[2];
+        u32 b[2], b2[2];
         LdMatrixX2(b, kb + nt * 8 * STRIDE + ks * 16);
+        LdMatrixX2(b2, kb + nt * 8 * STRIDE + ks * 16 + 16);
         MmaBf16(sacc[nt], a, b[0], b[1]);
+        MmaBf16(sacc2[nt], a2, b2[0], b2[1]);
       }
+    }
+#pragma unroll
+    for (int nt = 0; nt < S_NTILES; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) sacc[nt][e] += sacc2[nt][e];
     }
 #pragma unroll
     for (int nt = 0; nt < S_NTILES; ++nt) {

@@ -72,12 +72,14 @@ MLA_HOST_DEVICE constexpr int MlaRawTokenStride(int kv_format) {
   return kv_format == 1 ? 576 : kv_format == 2 ? 320 : 0;
 }
 
-// Dynamic shared memory of the tensor-core path (mla_decode_mma.cuh):
-// Q tile + bf16 KV tile(s) + raw staging (fp8 / MXFP4) + the score tile.
-MLA_HOST_DEVICE constexpr int MlaMmaSmemBytes(int kv_format, int block_m, int block_n) {
+// Dynamic shared memory of the tensor-core path (mla_decode_mma.cuh): Q tile,
+// bf16 KV tile(s) (one per stage for bf16 KV, else one converted tile), raw
+// staging per stage (fp8 / MXFP4) and the score tile.
+MLA_HOST_DEVICE constexpr int MlaMmaSmemBytes(int kv_format, int block_m, int block_n,
+                                              int stages) {
   return block_m * MLA_SMEM_ROW_ELEMS * 2 +
-         (kv_format == 0 ? 2 : 1) * block_n * MLA_SMEM_ROW_ELEMS * 2 +
-         2 * block_n * MlaRawTokenStride(kv_format) + block_m * (block_n + 4) * 4;
+         (kv_format == 0 ? stages : 1) * block_n * MLA_SMEM_ROW_ELEMS * 2 +
+         stages * block_n * MlaRawTokenStride(kv_format) + block_m * (block_n + 4) * 4;
 }
 
 // Dynamic shared memory of the portable path (mla_decode_portable.cuh).

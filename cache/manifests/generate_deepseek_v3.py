@@ -22,14 +22,31 @@ FIELDS = ["template_name", "num_heads", "max_q_len", "kv_format", "q_mode", "pag
           "causal", "write_lse", "block_m", "block_n", "num_warps", "num_stages", "arch"]
 
 
-def tiles(arch, rows):
+KV_CODE = {"bf16": 0, "fp8_e4m3": 1, "mxfp4": 2}
+RAW_STRIDE = {"bf16": 0, "fp8_e4m3": 576, "mxfp4": 320}
+
+
+def smem_bytes(kv, m, n, stages):  # MlaMmaSmemBytes in kernel_templates/mla_params.h
+    return (m * 584 * 2 + (stages if kv == "bf16" else 1) * n * 584 * 2 +
+            stages * n * RAW_STRIDE[kv] + m * (n + 4) * 4)
+
+
+def tiles(arch, rows, kv):
+    """(block_m, block_n, num_warps, num_stages) as ChooseTiles picks them."""
     if not (arch.startswith("sm_") and int(arch[3:].rstrip("a")) >= 80):
-        return 16, 16
-    if rows <= 16:
-        return 16, 64
-    if rows <= 32:
-        return 32, 32
-    return 64, 32
+        return 16, 16, 8, 2
+    sm = int(arch[3:].rstrip("a"))
+    limit = 166912 if sm in (80, 87) else 232448 if sm >= 90 else 101376
+    cands = ([(16, 64, 8), (16, 32, 4)] if rows <= 16 else
+             [(32, 32, 8), (32, 16, 4)] if rows <= 32 else
+             [(64, 32, 8), (32, 32, 8), (32, 16, 4)])
+    for i, (m, n, warps) in enumerate(cands):
+        if smem_bytes(kv, m, n, 2) <= limit or i == len(cands) - 1:
+            break
+    stages = 4
+    while stages > 2 and smem_bytes(kv, m, n, stages) > limit:
+        stages -= 1
+    return m, n, warps, stages
 
 
 def write(path, arch, title):
@@ -41,14 +58,14 @@ def write(path, arch, title):
     ]
     for heads in HEADS:
         for q in Q_LENS:
-            m, n = tiles(arch, heads * q)
             for kv, q_modes in KV:
+                m, n, warps, stages = tiles(arch, heads * q, kv)
                 for q_mode in q_modes:
                     for page in PAGES:
                         spec = dict(template_name="mla_decode", num_heads=heads, max_q_len=q,
                                     kv_format=kv, q_mode=q_mode, page_size=page, causal=True,
-                                    write_lse=False, block_m=m, block_n=n, num_warps=8,
-                                    num_stages=2, arch=arch)
+                                    write_lse=False, block_m=m, block_n=n, num_warps=warps,
+                                    num_stages=stages, arch=arch)
                         lines.append(json.dumps({k: spec[k] for k in FIELDS}, separators=(",", ":")))
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")

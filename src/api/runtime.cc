@@ -320,8 +320,11 @@ absl::Status Plan::Decode(const mlajit_decode_args_t* a, void* stream) const {
   MLAJIT_RETURN_IF_ERROR(b->Launch(device, kernel_->decode, decode, params, stream));
   if (p.num_combine > 0) {
     gpu::LaunchConfig combine;
-    combine.grid_x = static_cast<unsigned>(
-        std::min(p.num_combine, runtime_->properties().sm_count * 8));
+    // One 32-lane group per (combine item, row slot).
+    const long long groups = static_cast<long long>(p.num_combine) * kernel_->spec.block_m;
+    const long long per_block = threads / 32;
+    combine.grid_x = static_cast<unsigned>(std::min<long long>(
+        (groups + per_block - 1) / per_block, runtime_->properties().sm_count * 16LL));
     combine.block_x = threads;
     MLAJIT_RETURN_IF_ERROR(b->Launch(device, kernel_->combine, combine, params, stream));
   }

@@ -22,6 +22,9 @@ struct TileShape {
   bool tensor_cores = false;
 };
 
+// Opt-in dynamic shared memory per block of an architecture, in bytes.
+int MaxDynamicSharedMemory(const std::string& arch);
+
 // True for NVIDIA targets with mma.sync bf16 (sm_80 and later).
 bool HasTensorCorePath(const std::string& arch);
 
