@@ -1,4 +1,5 @@
 // The C ABI on a machine without a GPU (and argument checks that need none).
+#include <cstdlib>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -37,6 +38,39 @@ TEST(CApi, RuntimeOptionsStructSizeIsChecked) {
   mlajit_runtime_t rt = nullptr;
   EXPECT_EQ(mlajit_runtime_create(&o, &rt), MLAJIT_STATUS_INVALID_ARGUMENT);
   EXPECT_THAT(mlajit_last_error(), HasSubstr("options->struct_size=4"));
+}
+
+}  // namespace
+
+// The C++ layer over the same calls.
+#include "mlajit/mlajit.hpp"
+
+namespace {
+
+TEST(CppApi, StatusCarriesTheMessage) {
+  auto rt = mlajit::Runtime::Create(-1);
+  ASSERT_FALSE(rt.ok());
+  // No GPU: FAILED_PRECONDITION; with a GPU: device -1 is an INVALID_ARGUMENT.
+  EXPECT_TRUE(rt.status().code() == absl::StatusCode::kFailedPrecondition ||
+              rt.status().code() == absl::StatusCode::kInvalidArgument)
+      << rt.status();
+  EXPECT_FALSE(rt.status().message().empty());
+}
+
+TEST(CppApi, CacheWarmsWithoutAGpu) {
+  char dir[] = "/tmp/mlajit-cpp-api-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  mlajit_cache_options_t o = MLAJIT_CACHE_OPTIONS_INIT;
+  o.cache_dir = dir;
+  auto cache = mlajit::KernelCache::Open(&o);
+  ASSERT_TRUE(cache.ok()) << cache.status();
+  auto stats = cache->StatsJson();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_NE(stats->find("\"entries\":0"), std::string::npos) << *stats;
+  absl::Status missing = cache->Warm("/nonexistent/manifest.jsonl", "sm_90a");
+  EXPECT_FALSE(missing.ok());
+  EXPECT_NE(std::string(missing.message()).find("/nonexistent/manifest.jsonl"), std::string::npos)
+      << missing;
 }
 
 }  // namespace
