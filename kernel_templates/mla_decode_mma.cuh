@@ -32,6 +32,14 @@ constexpr int S_STRIDE = BLOCK_N + 4;
 constexpr int TOKEN_BYTES = KvTokenBytes<KV_FORMAT>::value;
 constexpr bool DIRECT_BF16 = KV_FORMAT == KV_FORMAT_BF16;
 constexpr int RAW_STRIDE = MlaRawTokenStride(KV_FORMAT);
+// fp8 KV runs both products in f16: every e4m3 value is an f16 value, the
+// conversion is one instruction per pair, and Q is scaled per tile by a power of
+// two into f16's range (exact). bf16 and MXFP4 KV run in bf16.
+constexpr bool F16_MMA = KV_FORMAT == KV_FORMAT_FP8;
+// With one 16-row group per tile every warp needs all of Q: keep its fragments
+// in registers instead of re-reading them from shared memory for every KV tile.
+constexpr bool Q_IN_REGS = BLOCK_M == 16;
+constexpr int K_STEPS = HEAD_DIM_QK / 16;
 constexpr int STAGES = NUM_STAGES;  // KV tiles in flight (raw, or bf16 for bf16 KV)
 constexpr int KV_BUFFERS = DIRECT_BF16 ? STAGES : 1;
 // MXFP4 tiles whose tokens are consecutive in memory (flat, or pages holding
@@ -63,39 +71,51 @@ MLA_INLINE void LdMatrixX4(u32 (&r)[4], const void* p) {
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(SmemAddr(p)));
 }
-MLA_INLINE void LdMatrixX2(u32 (&r)[2], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
-               : "=r"(r[0]), "=r"(r[1])
-               : "r"(SmemAddr(p)));
-}
 MLA_INLINE void LdMatrixX4Trans(u32 (&r)[4], const void* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(SmemAddr(p)));
 }
 
-MLA_INLINE void MmaBf16(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+// d += a * b on the tensor cores, in the operand type of this kernel.
+MLA_INLINE void Mma(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+  if (F16_MMA) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
 }
 
-// Two e4m3 codes (low byte first) -> two bf16 (low half first), exactly.
-MLA_INLINE u32 Fp8x2ToBf16x2(u32 two) {
+MLA_INLINE u32 PackF16x2(float lo, float hi) {
+  u32 r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
+// Two floats as one operand register of this kernel's MMA type.
+MLA_INLINE u32 PackOperand(float lo, float hi) {
+  return F16_MMA ? PackF16x2(lo, hi) : PackBf16x2(lo, hi);
+}
+
+// Two e4m3 codes (low byte first) -> two f16 (low half first), exactly; NaN
+// stays NaN.
+MLA_INLINE u32 Fp8x2ToF16x2(u32 two) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
   u32 h2;
-  asm("{ .reg .b16 lo, hi;\n mov.b32 {lo, hi}, %1;\n cvt.rn.f16x2.e4m3x2 %0, lo;\n}\n"
+  asm("{ .reg .b16 lo;\n cvt.u16.u32 lo, %1;\n cvt.rn.f16x2.e4m3x2 %0, lo;\n}\n"
       : "=r"(h2)
       : "r"(two));
-  float f0, f1;
-  asm("{ .reg .b16 lo, hi;\n mov.b32 {lo, hi}, %2;\n cvt.f32.f16 %0, lo;\n cvt.f32.f16 %1, hi;\n}\n"
-      : "=f"(f0), "=f"(f1)
-      : "r"(h2));
-  return PackBf16x2(f0, f1);
+  return h2;
 #else
-  return PackBf16x2(Fp8E4m3ToFloat(two & 0xffu), Fp8E4m3ToFloat((two >> 8) & 0xffu));
+  return PackF16x2(Fp8E4m3ToFloat(two & 0xffu), Fp8E4m3ToFloat((two >> 8) & 0xffu));
 #endif
 }
 
@@ -211,10 +231,10 @@ MLA_INLINE void ConvertKvTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int
     if (tok < valid) {
       if (KV_FORMAT == KV_FORMAT_FP8) {
         const uint2 v = *reinterpret_cast<const uint2*>(stage + tok * RAW_STRIDE + k * 8);
-        w[0] = Fp8x2ToBf16x2(v.x & 0xffffu);
-        w[1] = Fp8x2ToBf16x2(v.x >> 16);
-        w[2] = Fp8x2ToBf16x2(v.y & 0xffffu);
-        w[3] = Fp8x2ToBf16x2(v.y >> 16);
+        w[0] = Fp8x2ToF16x2(v.x & 0xffffu);
+        w[1] = Fp8x2ToF16x2(v.x >> 16);
+        w[2] = Fp8x2ToF16x2(v.y & 0xffffu);
+        w[3] = Fp8x2ToF16x2(v.y >> 16);
       } else {
         const u8* raw = stage + mx_offset + tok * mx_stride;
         // 306-byte records keep 2-byte alignment: read the 4 packed bytes as halves.
@@ -241,6 +261,45 @@ MLA_INLINE float QuadSum(float v) {
   return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
+// f16 path: scale the tile's bf16 Q by 2^e so that its largest magnitude lands
+// in [2^13, 2^14) and rewrite it as f16 in place (power-of-two scaling and
+// bf16 -> f16 are exact for everything above amax * 2^-27). Returns 2^-e, the
+// factor that undoes the scaling in the scores. Block-wide; ends with a barrier.
+MLA_INLINE float ConvertQTileToF16(const Smem& sm, float* red) {
+  constexpr int PAIRS = BLOCK_M * (HEAD_DIM_QK / 2);
+  u32* q2 = reinterpret_cast<u32*>(sm.q);
+  float amax = 0.0f;
+  if (Q_MODE == Q_MODE_BF16) {
+    for (int i = threadIdx.x; i < PAIRS; i += NUM_THREADS) {
+      const int r = i / (HEAD_DIM_QK / 2), c = i % (HEAD_DIM_QK / 2);
+      const u32 v = q2[r * (STRIDE / 2) + c];
+      amax = fmaxf(amax, fmaxf(fabsf(Bf16ToFloat(v & 0xffffu)), fabsf(Bf16ToFloat(v >> 16))));
+    }
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 16));
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 8));
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 4));
+    amax = QuadMax(amax);
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = amax;
+    __syncthreads();
+    for (int w = 0; w < NUM_WARPS; ++w) amax = fmaxf(amax, red[w]);
+  }
+  // a8: Q already holds fp8 values (|q| <= 448): f16 as is.
+  int e = 0;
+  if (amax > 0.0f && Q_MODE == Q_MODE_BF16) {
+    const int amax_exp = static_cast<int>((__float_as_uint(amax) >> 23) & 0xffu) - 127;
+    e = min(max(13 - amax_exp, -126), 126);
+  }
+  const float up = __uint_as_float(static_cast<u32>(e + 127) << 23);
+  for (int i = threadIdx.x; i < PAIRS; i += NUM_THREADS) {
+    const int r = i / (HEAD_DIM_QK / 2), c = i % (HEAD_DIM_QK / 2);
+    const u32 v = q2[r * (STRIDE / 2) + c];
+    q2[r * (STRIDE / 2) + c] =
+        PackF16x2(Bf16ToFloat(v & 0xffffu) * up, Bf16ToFloat(v >> 16) * up);
+  }
+  __syncthreads();
+  return __uint_as_float(static_cast<u32>(127 - e) << 23);
+}
+
 MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, const Smem& sm,
                             float q_scale) {
   const MlaSeqInfo s = p.seqs[item.seq];
@@ -261,6 +320,7 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
   if (Q_MODE == Q_MODE_FP8) score_scale *= q_scale;
 
   float m0 = NegInf(), m1 = NegInf(), l0 = 0.0f, l1 = 0.0f;
+  u32 qf[Q_IN_REGS ? K_STEPS : 1][4];  // Q fragments (Q_IN_REGS)
   float o[V_NTILES][4];
 #pragma unroll
   for (int i = 0; i < V_NTILES; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
@@ -286,6 +346,14 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
       IssueKvTile(p, s, kv_lo + (t + STAGES - 1) * BLOCK_N, kv_hi, (t + STAGES - 1) % STAGES, sm);
     }
     CpAsyncCommit();
+    if (t == 0) {  // Q landed with tile 0
+      if (F16_MMA) score_scale *= ConvertQTileToF16(sm, sm.s);
+      if (Q_IN_REGS) {
+        const u16* qa = sm.q + (lane & 15) * STRIDE + (lane >> 4) * 8;
+#pragma unroll
+        for (int ks = 0; ks < K_STEPS; ++ks) LdMatrixX4(qf[ks], qa + ks * 16);
+      }
+    }
     const u16* kt = sm.kv;
     if (DIRECT_BF16) {
       kt = sm.kv + buf * BLOCK_N * STRIDE;
@@ -304,19 +372,33 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
       sacc2[i][0] = sacc2[i][1] = sacc2[i][2] = sacc2[i][3] = 0.0f;
     }
     const u16* qa = sm.q + (g * 16 + (lane & 15)) * STRIDE + (lane >> 4) * 8;
-    const u16* kb = kt + (c * S_TOKENS_PER_WARP + (lane & 7)) * STRIDE + ((lane >> 3) & 1) * 8;
-#pragma unroll 2
-    for (int ks = 0; ks < HEAD_DIM_QK / 16; ks += 2) {
-      u32 a[4], a2[4];
-      LdMatrixX4(a, qa + ks * 16);
-      LdMatrixX4(a2, qa + ks * 16 + 16);
+    // x4: lanes 0-7 / 8-15 / 16-23 / 24-31 address k offsets 0 / 8 / 16 / 24,
+    // i.e. the (b0, b1) halves of two consecutive k steps.
+    const u16* kb = kt + (c * S_TOKENS_PER_WARP + (lane & 7)) * STRIDE + (lane >> 3) * 8;
+    if (Q_IN_REGS) {
 #pragma unroll
-      for (int nt = 0; nt < S_NTILES; ++nt) {
-        u32 b[2], b2[2];
-        LdMatrixX2(b, kb + nt * 8 * STRIDE + ks * 16);
-        LdMatrixX2(b2, kb + nt * 8 * STRIDE + ks * 16 + 16);
-        MmaBf16(sacc[nt], a, b[0], b[1]);
-        MmaBf16(sacc2[nt], a2, b2[0], b2[1]);
+      for (int ks = 0; ks < K_STEPS; ks += 2) {
+#pragma unroll
+        for (int nt = 0; nt < S_NTILES; ++nt) {
+          u32 b[4];  // two k steps of one n8 tile
+          LdMatrixX4(b, kb + nt * 8 * STRIDE + ks * 16);
+          Mma(sacc[nt], qf[ks], b[0], b[1]);
+          Mma(sacc2[nt], qf[ks + 1], b[2], b[3]);
+        }
+      }
+    } else {
+#pragma unroll 2
+      for (int ks = 0; ks < K_STEPS; ks += 2) {
+        u32 a[4], a2[4];
+        LdMatrixX4(a, qa + ks * 16);
+        LdMatrixX4(a2, qa + ks * 16 + 16);
+#pragma unroll
+        for (int nt = 0; nt < S_NTILES; ++nt) {
+          u32 b[4];
+          LdMatrixX4(b, kb + nt * 8 * STRIDE + ks * 16);
+          Mma(sacc[nt], a, b[0], b[1]);
+          Mma(sacc2[nt], a2, b[2], b[3]);
+        }
       }
     }
 #pragma unroll
@@ -371,10 +453,10 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
         sum0 += p0[e];
         sum1 += p1[e];
       }
-      pa[kk][0] = PackBf16x2(p0[0], p0[1]);
-      pa[kk][1] = PackBf16x2(p1[0], p1[1]);
-      pa[kk][2] = PackBf16x2(p0[2], p0[3]);
-      pa[kk][3] = PackBf16x2(p1[2], p1[3]);
+      pa[kk][0] = PackOperand(p0[0], p0[1]);
+      pa[kk][1] = PackOperand(p1[0], p1[1]);
+      pa[kk][2] = PackOperand(p0[2], p0[3]);
+      pa[kk][3] = PackOperand(p1[2], p1[3]);
     }
     l0 = l0 * alpha0 + sum0;
     l1 = l1 * alpha1 + sum1;
@@ -395,8 +477,8 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
       for (int np = 0; np < V_NTILES / 2; ++np) {
         u32 b[4];
         LdMatrixX4Trans(b, vb + np * 16);
-        MmaBf16(o[2 * np], pa[kk], b[0], b[1]);
-        MmaBf16(o[2 * np + 1], pa[kk], b[2], b[3]);
+        Mma(o[2 * np], pa[kk], b[0], b[1]);
+        Mma(o[2 * np + 1], pa[kk], b[2], b[3]);
       }
     }
   }
