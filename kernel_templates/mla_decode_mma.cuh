@@ -119,11 +119,20 @@ MLA_INLINE u32 Fp8x2ToF16x2(u32 two) {
 #endif
 }
 
+constexpr int P_STRIDE = BLOCK_N + 8;  // padded: conflict-free ldmatrix of P
+// The score area of MlaMmaSmemBytes (BLOCK_M * S_STRIDE floats) holds P in the
+// operand type plus two [BLOCK_M][COL_SPLITS] float arrays for the cross-warp
+// row max and row sum.
+static_assert(BLOCK_M * P_STRIDE * 2 + 2 * BLOCK_M * COL_SPLITS * 4 <= BLOCK_M * S_STRIDE * 4,
+              "P and the row reductions fit the score area");
+
 struct Smem {
   u16* q;       // [BLOCK_M][STRIDE]
   u16* kv;      // [KV_BUFFERS][BLOCK_N][STRIDE]
   u8* raw;      // [STAGES][BLOCK_N][RAW_STRIDE] (fp8 / MXFP4 only)
-  float* s;     // [BLOCK_M][S_STRIDE]
+  u16* p;       // [BLOCK_M][P_STRIDE]  probabilities, operand type
+  float* rmax;  // [BLOCK_M][COL_SPLITS] each warp's row max over its tokens
+  float* rsum;  // [BLOCK_M][COL_SPLITS] each warp's row sum (end of item)
 };
 
 MLA_INLINE Smem CarveSmem(u8* base) {
@@ -131,7 +140,9 @@ MLA_INLINE Smem CarveSmem(u8* base) {
   m.q = reinterpret_cast<u16*>(base);
   m.kv = m.q + BLOCK_M * STRIDE;
   m.raw = reinterpret_cast<u8*>(m.kv + KV_BUFFERS * BLOCK_N * STRIDE);
-  m.s = reinterpret_cast<float*>(m.raw + (DIRECT_BF16 ? 0 : STAGES * BLOCK_N * RAW_STRIDE));
+  m.p = reinterpret_cast<u16*>(m.raw + (DIRECT_BF16 ? 0 : STAGES * BLOCK_N * RAW_STRIDE));
+  m.rmax = reinterpret_cast<float*>(m.p + BLOCK_M * P_STRIDE);
+  m.rsum = m.rmax + BLOCK_M * COL_SPLITS;
   return m;
 }
 
@@ -216,8 +227,11 @@ MLA_INLINE void IssueKvTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j
 // Raw fp8 / MXFP4 tile in `buf` -> the bf16 tile. Tokens at or past `valid`
 // become zeros (their raw bytes are stale or absent), so that masked positions
 // never inject NaN through 0 * NaN.
+// Converts tokens [tok0, tok0 + S_TOKENS_PER_WARP) x 8-element groups
+// [grp0, grp0 + GROUPS) with the 32 lanes of one warp.
+template <int GROUPS>
 MLA_INLINE void ConvertKvTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0, int valid,
-                              int buf, const Smem& sm) {
+                              int buf, const Smem& sm, int tok0, int grp0, int lane) {
   const u8* stage = sm.raw + buf * BLOCK_N * RAW_STRIDE;
   int mx_offset = 0, mx_stride = RAW_STRIDE;
   if (MX_CONTIGUOUS) {
@@ -225,8 +239,9 @@ MLA_INLINE void ConvertKvTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int
     mx_offset = static_cast<int>(reinterpret_cast<unsigned long long>(first) & 15);
     mx_stride = MXFP4_TOKEN_BYTES;
   }
-  for (int idx = threadIdx.x; idx < BLOCK_N * (HEAD_DIM_QK / 8); idx += NUM_THREADS) {
-    const int tok = idx / (HEAD_DIM_QK / 8), k = idx % (HEAD_DIM_QK / 8);
+#pragma unroll 2
+  for (int idx = lane; idx < S_TOKENS_PER_WARP * GROUPS; idx += 32) {
+    const int tok = tok0 + idx / GROUPS, k = grp0 + idx % GROUPS;
     u32 w[4] = {0, 0, 0, 0};
     if (tok < valid) {
       if (KV_FORMAT == KV_FORMAT_FP8) {
@@ -347,7 +362,7 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
     }
     CpAsyncCommit();
     if (t == 0) {  // Q landed with tile 0
-      if (F16_MMA) score_scale *= ConvertQTileToF16(sm, sm.s);
+      if (F16_MMA) score_scale *= ConvertQTileToF16(sm, sm.rmax);
       if (Q_IN_REGS) {
         const u16* qa = sm.q + (lane & 15) * STRIDE + (lane >> 4) * 8;
 #pragma unroll
@@ -358,9 +373,17 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
     if (DIRECT_BF16) {
       kt = sm.kv + buf * BLOCK_N * STRIDE;
     } else {
+      // Each warp converts the tokens it scores; with several row groups the
+      // groups split the dims and meet at a barrier before QK^T.
       const int j0 = kv_lo + t * BLOCK_N;
-      ConvertKvTile(p, s, j0, min(BLOCK_N, kv_hi - j0), buf, sm);
-      __syncthreads();
+      constexpr int GROUPS = (HEAD_DIM_QK / 8) / ROW_GROUPS;
+      ConvertKvTile<GROUPS>(p, s, j0, min(BLOCK_N, kv_hi - j0), buf, sm, c * S_TOKENS_PER_WARP,
+                            g * GROUPS, lane);
+      if (ROW_GROUPS > 1) {
+        __syncthreads();
+      } else {
+        __syncwarp();
+      }
     }
 
     // ---- S = Q K^T for this warp's rows and tokens ----
@@ -406,34 +429,32 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
 #pragma unroll
       for (int e = 0; e < 4; ++e) sacc[nt][e] += sacc2[nt][e];
     }
-#pragma unroll
-    for (int nt = 0; nt < S_NTILES; ++nt) {
-      const int col = c * S_TOKENS_PER_WARP + nt * 8 + 2 * (lane & 3);
-      sm.s[r0 * S_STRIDE + col] = sacc[nt][0];
-      sm.s[r0 * S_STRIDE + col + 1] = sacc[nt][1];
-      sm.s[r1 * S_STRIDE + col] = sacc[nt][2];
-      sm.s[r1 * S_STRIDE + col + 1] = sacc[nt][3];
-    }
-    __syncthreads();
-
-    // ---- online softmax over the whole tile for rows r0 and r1 ----
+    // ---- online softmax: row max across the warps of the row group ----
     const int j0 = kv_lo + t * BLOCK_N;
-    float x0[BLOCK_N / 16][4], x1[BLOCK_N / 16][4];
     float mx0 = NegInf(), mx1 = NegInf();
 #pragma unroll
-    for (int kk = 0; kk < BLOCK_N / 16; ++kk) {
+    for (int nt = 0; nt < S_NTILES; ++nt) {
+      const int j = j0 + c * S_TOKENS_PER_WARP + nt * 8 + 2 * (lane & 3);
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int col = kk * 16 + 2 * (lane & 3) + (e & 1) + (e >> 1) * 8;
-        const int j = j0 + col;
-        x0[kk][e] = j < lim0 ? sm.s[r0 * S_STRIDE + col] * score_scale : NegInf();
-        x1[kk][e] = j < lim1 ? sm.s[r1 * S_STRIDE + col] * score_scale : NegInf();
-        mx0 = fmaxf(mx0, x0[kk][e]);
-        mx1 = fmaxf(mx1, x1[kk][e]);
+      for (int e = 0; e < 2; ++e) {
+        sacc[nt][e] = j + e < lim0 ? sacc[nt][e] * score_scale : NegInf();
+        sacc[nt][2 + e] = j + e < lim1 ? sacc[nt][2 + e] * score_scale : NegInf();
+        mx0 = fmaxf(mx0, sacc[nt][e]);
+        mx1 = fmaxf(mx1, sacc[nt][2 + e]);
       }
     }
     mx0 = QuadMax(mx0);
     mx1 = QuadMax(mx1);
+    if ((lane & 3) == 0) {
+      sm.rmax[r0 * COL_SPLITS + c] = mx0;
+      sm.rmax[r1 * COL_SPLITS + c] = mx1;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int w = 0; w < COL_SPLITS; ++w) {
+      mx0 = fmaxf(mx0, sm.rmax[r0 * COL_SPLITS + w]);
+      mx1 = fmaxf(mx1, sm.rmax[r1 * COL_SPLITS + w]);
+    }
     const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
     // A row with nothing visible yet keeps max -inf; subtract 0 to avoid inf - inf.
     const float base0 = mn0 == NegInf() ? 0.0f : mn0;
@@ -441,23 +462,19 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
     const float alpha0 = exp2f(m0 - base0), alpha1 = exp2f(m1 - base1);
     m0 = mn0;
     m1 = mn1;
-    u32 pa[BLOCK_N / 16][4];
+    // Each warp turns its own scores into probabilities and publishes them.
     float sum0 = 0.0f, sum1 = 0.0f;
 #pragma unroll
-    for (int kk = 0; kk < BLOCK_N / 16; ++kk) {
-      float p0[4], p1[4];
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        p0[e] = exp2f(x0[kk][e] - base0);
-        p1[e] = exp2f(x1[kk][e] - base1);
-        sum0 += p0[e];
-        sum1 += p1[e];
-      }
-      pa[kk][0] = PackOperand(p0[0], p0[1]);
-      pa[kk][1] = PackOperand(p1[0], p1[1]);
-      pa[kk][2] = PackOperand(p0[2], p0[3]);
-      pa[kk][3] = PackOperand(p1[2], p1[3]);
+    for (int nt = 0; nt < S_NTILES; ++nt) {
+      const float p00 = exp2f(sacc[nt][0] - base0), p01 = exp2f(sacc[nt][1] - base0);
+      const float p10 = exp2f(sacc[nt][2] - base1), p11 = exp2f(sacc[nt][3] - base1);
+      sum0 += p00 + p01;
+      sum1 += p10 + p11;
+      const int col = c * S_TOKENS_PER_WARP + nt * 8 + 2 * (lane & 3);
+      *reinterpret_cast<u32*>(sm.p + r0 * P_STRIDE + col) = PackOperand(p00, p01);
+      *reinterpret_cast<u32*>(sm.p + r1 * P_STRIDE + col) = PackOperand(p10, p11);
     }
+    // Partial sums over this warp's tokens; merged across warps at the end.
     l0 = l0 * alpha0 + sum0;
     l1 = l1 * alpha1 + sum1;
 #pragma unroll
@@ -467,18 +484,22 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
       o[nt][2] *= alpha1;
       o[nt][3] *= alpha1;
     }
+    __syncthreads();  // P complete; rmax may be rewritten next tile
 
     // ---- O += P V for this warp's columns ----
+    const u16* pa_base = sm.p + (g * 16 + (lane & 15)) * P_STRIDE + (lane >> 4) * 8;
 #pragma unroll
     for (int kk = 0; kk < BLOCK_N / 16; ++kk) {
+      u32 pa[4];
+      LdMatrixX4(pa, pa_base + kk * 16);
       const u16* vb = kt + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * STRIDE +
                       c * V_COLS_PER_WARP + (lane >> 4) * 8;
 #pragma unroll
       for (int np = 0; np < V_NTILES / 2; ++np) {
         u32 b[4];
         LdMatrixX4Trans(b, vb + np * 16);
-        Mma(o[2 * np], pa[kk], b[0], b[1]);
-        Mma(o[2 * np + 1], pa[kk], b[2], b[3]);
+        Mma(o[2 * np], pa, b[0], b[1]);
+        Mma(o[2 * np + 1], pa, b[2], b[3]);
       }
     }
   }
@@ -486,6 +507,17 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
   // ---- epilogue: normalise, write out / lse or the partial ----
   l0 = QuadSum(l0);
   l1 = QuadSum(l1);
+  if ((lane & 3) == 0) {
+    sm.rsum[r0 * COL_SPLITS + c] = l0;
+    sm.rsum[r1 * COL_SPLITS + c] = l1;
+  }
+  __syncthreads();
+  l0 = l1 = 0.0f;
+#pragma unroll
+  for (int w = 0; w < COL_SPLITS; ++w) {
+    l0 += sm.rsum[r0 * COL_SPLITS + w];
+    l1 += sm.rsum[r1 * COL_SPLITS + w];
+  }
   const float v_scale = KV_FORMAT == KV_FORMAT_FP8 ? p.kv_scale : 1.0f;
   const float inv0 = l0 > 0.0f ? v_scale / l0 : 0.0f;
   const float inv1 = l1 > 0.0f ? v_scale / l1 : 0.0f;

@@ -211,8 +211,10 @@ absl::StatusOr<std::unique_ptr<Plan>> Plan::Create(Runtime* runtime,
   int max_q_len = 1;
   for (int b = 0; b < batch_size; ++b) max_q_len = std::max(max_q_len, qo_indptr[b + 1] - qo_indptr[b]);
   const gpu::DeviceProperties& props = runtime->properties();
-  const plan::TileShape tiles = plan::ChooseTiles(
+  plan::TileShape tiles = plan::ChooseTiles(
       props.arch, max_q_len * config->num_heads, static_cast<KvFormat>(config->kv_format));
+  MLAJIT_RETURN_IF_ERROR(
+      plan::ApplyTileOverride(props.arch, static_cast<KvFormat>(config->kv_format), &tiles));
 
   jit::KernelSpec spec;
   spec.num_heads = config->num_heads;
@@ -233,7 +235,7 @@ absl::StatusOr<std::unique_ptr<Plan>> Plan::Create(Runtime* runtime,
   p->config_ = *config;
   MLAJIT_ASSIGN_OR_RETURN(p->kernel_, runtime->GetKernel(spec, tiles.smem_bytes));
   plan::ScheduleConfig sc;
-  sc.num_ctas = props.sm_count;
+  sc.num_ctas = props.sm_count * tiles.ctas_per_sm;
   sc.block_m = tiles.block_m;
   sc.block_n = tiles.block_n;
   MLAJIT_ASSIGN_OR_RETURN(p->schedule_, runtime->GetSchedule(layout, sc));

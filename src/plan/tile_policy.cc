@@ -1,8 +1,11 @@
 #include "src/plan/tile_policy.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <iterator>
 
+#include "absl/strings/str_cat.h"
 #include "kernel_templates/mla_params.h"
 
 namespace mlajit::plan {
@@ -14,6 +17,20 @@ int MaxDynamicSharedMemory(const std::string& arch) {
   if (sm >= 80) return 101376;               // sm_86 / sm_89: 99 KB
   return 48 * 1024;
 }
+
+namespace {
+
+// Resident CTAs per SM: kernels are built for up to 255 registers per thread,
+// so 256-thread CTAs run one per SM and 128-thread CTAs two; shared memory
+// (with the 1 KB the hardware reserves per CTA) may allow fewer.
+int CtasPerSm(const std::string& arch, const TileShape& t) {
+  const int by_regs = 65536 / (t.num_warps * 32 * 256);
+  const int per_sm = MaxDynamicSharedMemory(arch) + 1024;
+  const int by_smem = per_sm / (t.smem_bytes + 1024);
+  return std::max(1, std::min(by_regs, by_smem));
+}
+
+}  // namespace
 
 bool HasTensorCorePath(const std::string& arch) {
   if (arch.rfind("sm_", 0) != 0) return false;
@@ -58,7 +75,37 @@ TileShape ChooseTiles(const std::string& arch, int rows_per_sequence, KvFormat k
     if (MlaMmaSmemBytes(f, t.block_m, t.block_n, t.num_stages) <= limit) break;
   }
   t.smem_bytes = MlaMmaSmemBytes(f, t.block_m, t.block_n, t.num_stages);
+  t.ctas_per_sm = CtasPerSm(arch, t);
   return t;
+}
+
+absl::Status ApplyTileOverride(const std::string& arch, KvFormat kv_format, TileShape* t) {
+  const char* env = std::getenv("MLAJIT_TILES");
+  if (env == nullptr || *env == '\0') return absl::OkStatus();
+  int m = 0, n = 0, warps = 0, stages = 0, ctas = 0;
+  if (std::sscanf(env, "%d,%d,%d,%d,%d", &m, &n, &warps, &stages, &ctas) != 5) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "MLAJIT_TILES=\"", env, "\": expected block_m,block_n,warps,stages,ctas_per_sm"));
+  }
+  const bool layout_ok = (m == 16 || m == 32 || m == 64) && (warps == 4 || warps == 8) &&
+                         warps % (m / 16) == 0 && n % 16 == 0 && n > 0 &&
+                         (n / (warps / (m / 16))) % 8 == 0 &&
+                         (512 / (warps / (m / 16))) % 16 == 0 && stages >= 2 && stages <= 4 &&
+                         ctas >= 1 && ctas <= 4;
+  const int smem = MlaMmaSmemBytes(static_cast<int>(kv_format), m, n, stages);
+  if (!HasTensorCorePath(arch) || !layout_ok ||
+      ctas * (smem + 1024) > MaxDynamicSharedMemory(arch) + 1024 ||
+      ctas * warps * 32 * 255 > 65536) {
+    return absl::InvalidArgumentError(absl::StrCat("MLAJIT_TILES=\"", env, "\": not a runnable shape on ",
+                                                   arch, " (", smem, " bytes of shared memory per CTA)"));
+  }
+  t->block_m = m;
+  t->block_n = n;
+  t->num_warps = warps;
+  t->num_stages = stages;
+  t->smem_bytes = smem;
+  t->ctas_per_sm = ctas;
+  return absl::OkStatus();
 }
 
 }  // namespace mlajit::plan

@@ -9,6 +9,8 @@
 
 #include <string>
 
+#include "absl/status/status.h"
+
 #include "src/base/mla_types.h"
 
 namespace mlajit::plan {
@@ -19,6 +21,7 @@ struct TileShape {
   int num_warps = 8;
   int num_stages = 2;
   int smem_bytes = 0;    // dynamic shared memory of the decode kernel
+  int ctas_per_sm = 1;   // resident CTAs per SM: the persistent grid is sm_count * this
   bool tensor_cores = false;
 };
 
@@ -30,6 +33,12 @@ bool HasTensorCorePath(const std::string& arch);
 
 // rows_per_sequence: the largest q_len * num_heads of the batch.
 TileShape ChooseTiles(const std::string& arch, int rows_per_sequence, KvFormat kv_format);
+
+// Kernel-development knob: MLAJIT_TILES="block_m,block_n,warps,stages,ctas_per_sm"
+// replaces the policy's choice (tensor-core targets only). kInvalidArgument when
+// the string is malformed or the shape cannot run (the kernel's static layout
+// rules, shared memory); the unset variable leaves `t` alone.
+absl::Status ApplyTileOverride(const std::string& arch, KvFormat kv_format, TileShape* t);
 
 }  // namespace mlajit::plan
 
