@@ -211,16 +211,23 @@ MLA_INLINE void IssueKvTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j
     }
     return;
   }
+  // A fixed set of threads per token, each copying every TPT-th 16-byte chunk:
+  // one slot lookup per thread and constant strides (no division per chunk).
   constexpr int CHUNKS = TOKEN_BYTES / 16;
-  for (int idx = threadIdx.x; idx < BLOCK_N * CHUNKS; idx += NUM_THREADS) {
-    const int tok = idx / CHUNKS, ch = idx % CHUNKS;
-    const int j = j0 + tok;
-    const bool valid = j < kv_hi;
-    const u8* src = valid ? kv + KvSlot<PAGE_SIZE>(p, s, j) * TOKEN_BYTES + ch * 16 : kv;
-    u8* dst = DIRECT_BF16
-                  ? reinterpret_cast<u8*>(sm.kv + (buf * BLOCK_N + tok) * STRIDE) + ch * 16
-                  : sm.raw + (buf * BLOCK_N + tok) * RAW_STRIDE + ch * 16;
-    CpAsync16(dst, src, valid);
+  constexpr int TPT = NUM_THREADS / BLOCK_N;
+  constexpr int PER_THREAD = (CHUNKS + TPT - 1) / TPT;
+  static_assert(NUM_THREADS % BLOCK_N == 0, "whole threads per token");
+  const int tok = threadIdx.x / TPT, first = threadIdx.x % TPT;
+  const int j = j0 + tok;
+  const bool valid = j < kv_hi;
+  const u8* src = valid ? kv + KvSlot<PAGE_SIZE>(p, s, j) * TOKEN_BYTES + first * 16 : kv;
+  u8* dst = DIRECT_BF16 ? reinterpret_cast<u8*>(sm.kv + (buf * BLOCK_N + tok) * STRIDE) + first * 16
+                        : sm.raw + (buf * BLOCK_N + tok) * RAW_STRIDE + first * 16;
+#pragma unroll
+  for (int i = 0; i < PER_THREAD; ++i) {
+    if (CHUNKS % TPT == 0 || first + i * TPT < CHUNKS) {
+      CpAsync16(dst + i * TPT * 16, valid ? src + i * TPT * 16 : kv, valid);
+    }
   }
 }
 
@@ -229,6 +236,34 @@ MLA_INLINE void IssueKvTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j
 // never inject NaN through 0 * NaN.
 // Converts tokens [tok0, tok0 + S_TOKENS_PER_WARP) x 8-element groups
 // [grp0, grp0 + GROUPS) with the 32 lanes of one warp.
+// fp8 tile -> f16 tile for tokens [tok0, tok0 + S_TOKENS_PER_WARP) and 16-byte
+// chunks [ch0, ch0 + CH) of each, by one warp: each lane owns one token and
+// every LPT-th chunk of it, so addresses advance by constants (no per-chunk
+// division) and both the 16-byte reads and the two 16-byte writes per chunk
+// are bank-conflict-free.
+template <int CH>
+MLA_INLINE void ConvertFp8Tile(int valid, int buf, const Smem& sm, int tok0, int ch0, int lane) {
+  constexpr int LPT = 32 / S_TOKENS_PER_WARP;  // lanes per token
+  constexpr int PER_LANE = (CH + LPT - 1) / LPT;
+  const int tok = tok0 + lane / LPT, first = ch0 + lane % LPT;
+  const u8* src = sm.raw + (buf * BLOCK_N + tok) * RAW_STRIDE + first * 16;
+  u16* dst = sm.kv + tok * STRIDE + first * 16;
+  const bool ok = tok < valid;
+#pragma unroll
+  for (int i = 0; i < PER_LANE; ++i) {
+    if (CH % LPT == 0 || first + i * LPT < ch0 + CH) {
+      uint4 v = make_uint4(0, 0, 0, 0);
+      if (ok) v = *reinterpret_cast<const uint4*>(src + i * LPT * 16);
+      const uint4 lo = make_uint4(Fp8x2ToF16x2(v.x), Fp8x2ToF16x2(v.x >> 16), Fp8x2ToF16x2(v.y),
+                                  Fp8x2ToF16x2(v.y >> 16));
+      const uint4 hi = make_uint4(Fp8x2ToF16x2(v.z), Fp8x2ToF16x2(v.z >> 16), Fp8x2ToF16x2(v.w),
+                                  Fp8x2ToF16x2(v.w >> 16));
+      reinterpret_cast<uint4*>(dst + i * LPT * 16)[0] = lo;
+      reinterpret_cast<uint4*>(dst + i * LPT * 16)[1] = hi;
+    }
+  }
+}
+
 template <int GROUPS>
 MLA_INLINE void ConvertKvTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0, int valid,
                               int buf, const Smem& sm, int tok0, int grp0, int lane) {
@@ -377,8 +412,12 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
       // groups split the dims and meet at a barrier before QK^T.
       const int j0 = kv_lo + t * BLOCK_N;
       constexpr int GROUPS = (HEAD_DIM_QK / 8) / ROW_GROUPS;
-      ConvertKvTile<GROUPS>(p, s, j0, min(BLOCK_N, kv_hi - j0), buf, sm, c * S_TOKENS_PER_WARP,
-                            g * GROUPS, lane);
+      const int valid = min(BLOCK_N, kv_hi - j0);
+      if (KV_FORMAT == KV_FORMAT_FP8) {
+        ConvertFp8Tile<GROUPS / 2>(valid, buf, sm, c * S_TOKENS_PER_WARP, g * (GROUPS / 2), lane);
+      } else {
+        ConvertKvTile<GROUPS>(p, s, j0, valid, buf, sm, c * S_TOKENS_PER_WARP, g * GROUPS, lane);
+      }
       if (ROW_GROUPS > 1) {
         __syncthreads();
       } else {

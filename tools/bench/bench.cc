@@ -258,7 +258,7 @@ void FirstCallCosts(const Case& c) {
 }
 
 int Main(int argc, char** argv) {
-  std::string suites = "default", json_path;
+  std::string suites = "default", json_path, only;
   int runs = 300;
   bool check = true;
   for (int i = 1; i < argc; ++i) {
@@ -270,12 +270,14 @@ int Main(int argc, char** argv) {
       json_path = next();
     } else if (a == "--runs") {
       runs = std::max(1, std::atoi(next().c_str()));
+    } else if (a == "--only") {
+      only = next();
     } else if (a == "--no-check") {
       check = false;
     } else if (a == "--help" || a == "-h") {
       std::printf(
           "usage: mlajit_bench [--suite default|bf16|mxfp4|paged64|paged1|heads128|skewed|all[,..]]\n"
-          "                    [--runs N] [--json FILE] [--no-check]\n");
+          "                    [--runs N] [--json FILE] [--no-check] [--only CASE_SUBSTRING]\n");
       return 0;
     } else {
       std::fprintf(stderr, "mlajit_bench: unknown argument %s (see --help)\n", a.c_str());
@@ -290,7 +292,13 @@ int Main(int argc, char** argv) {
       std::fprintf(stderr, "mlajit_bench: unknown suite '%s'\n", std::string(s).c_str());
       return 2;
     }
-    cases.insert(cases.end(), more.begin(), more.end());
+    for (const Case& c : more) {
+      if (only.empty() || CaseName(c.config).find(only) != std::string::npos) cases.push_back(c);
+    }
+  }
+  if (cases.empty()) {
+    std::fprintf(stderr, "mlajit_bench: no case matches --only '%s'\n", only.c_str());
+    return 2;
   }
   auto h = DecodeHarness::Create(0);
   if (!h.ok()) {
