@@ -211,22 +211,28 @@ MLA_INLINE void IssueKvTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j
     }
     return;
   }
-  // A fixed set of threads per token, each copying every TPT-th 16-byte chunk:
-  // one slot lookup per thread and constant strides (no division per chunk).
+  // Eight consecutive lanes per token, each copying every 8th 16-byte chunk:
+  // every copy instruction moves 128 contiguous bytes of each of 4 tokens (whole
+  // cache lines), one slot lookup per token, constant strides, no division.
   constexpr int CHUNKS = TOKEN_BYTES / 16;
-  constexpr int TPT = NUM_THREADS / BLOCK_N;
-  constexpr int PER_THREAD = (CHUNKS + TPT - 1) / TPT;
-  static_assert(NUM_THREADS % BLOCK_N == 0, "whole threads per token");
-  const int tok = threadIdx.x / TPT, first = threadIdx.x % TPT;
-  const int j = j0 + tok;
-  const bool valid = j < kv_hi;
-  const u8* src = valid ? kv + KvSlot<PAGE_SIZE>(p, s, j) * TOKEN_BYTES + first * 16 : kv;
-  u8* dst = DIRECT_BF16 ? reinterpret_cast<u8*>(sm.kv + (buf * BLOCK_N + tok) * STRIDE) + first * 16
-                        : sm.raw + (buf * BLOCK_N + tok) * RAW_STRIDE + first * 16;
+  constexpr int LANES = 8;
+  constexpr int TOKENS_PER_PASS = NUM_THREADS / LANES;
+  constexpr int PER_TOKEN = (CHUNKS + LANES - 1) / LANES;
+  static_assert(BLOCK_N % TOKENS_PER_PASS == 0, "whole passes over the tile's tokens");
+  const int first = threadIdx.x % LANES;
 #pragma unroll
-  for (int i = 0; i < PER_THREAD; ++i) {
-    if (CHUNKS % TPT == 0 || first + i * TPT < CHUNKS) {
-      CpAsync16(dst + i * TPT * 16, valid ? src + i * TPT * 16 : kv, valid);
+  for (int pass = 0; pass < BLOCK_N / TOKENS_PER_PASS; ++pass) {
+    const int tok = threadIdx.x / LANES + pass * TOKENS_PER_PASS;
+    const int j = j0 + tok;
+    const bool valid = j < kv_hi;
+    const u8* src = valid ? kv + KvSlot<PAGE_SIZE>(p, s, j) * TOKEN_BYTES + first * 16 : kv;
+    u8* dst = DIRECT_BF16 ? reinterpret_cast<u8*>(sm.kv + (buf * BLOCK_N + tok) * STRIDE) + first * 16
+                          : sm.raw + (buf * BLOCK_N + tok) * RAW_STRIDE + first * 16;
+#pragma unroll
+    for (int i = 0; i < PER_TOKEN; ++i) {
+      if (CHUNKS % LANES == 0 || first + i * LANES < CHUNKS) {
+        CpAsync16(dst + i * LANES * 16, valid ? src + i * LANES * 16 : kv, valid);
+      }
     }
   }
 }

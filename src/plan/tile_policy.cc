@@ -88,6 +88,7 @@ absl::Status ApplyTileOverride(const std::string& arch, KvFormat kv_format, Tile
         "MLAJIT_TILES=\"", env, "\": expected block_m,block_n,warps,stages,ctas_per_sm"));
   }
   const bool layout_ok = (m == 16 || m == 32 || m == 64) && (warps == 4 || warps == 8) &&
+                         n % (warps * 4) == 0 &&  // whole copy passes of 8 lanes per token
                          warps % (m / 16) == 0 && n % 16 == 0 && n > 0 &&
                          (n / (warps / (m / 16))) % 8 == 0 &&
                          (512 / (warps / (m / 16))) % 16 == 0 && stages >= 2 && stages <= 4 &&
