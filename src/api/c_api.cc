@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "mlajit/mlajit.h"
+#include "src/api/c_api_internal.h"
 #include "src/api/runtime.h"
 #include "src/base/log.h"
 

@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "mlajit/mlajit.h"
+#include "src/api/c_api_internal.h"
 #include "src/base/status_macros.h"
 #include "src/cache/kernel_cache.h"
 #include "src/jit/explain.h"
@@ -20,9 +21,6 @@
 #include "src/jit/kernel_spec.h"
 
 // Defined in c_api.cc: stores the message in the thread-local last error.
-namespace mlajit::api_internal {
-mlajit_status_t ToC(const absl::Status& s);
-}  // namespace mlajit::api_internal
 
 struct mlajit_cache {
   std::shared_ptr<mlajit::cache::KernelCache> cache;
@@ -105,32 +103,10 @@ absl::StatusOr<std::shared_ptr<const cache::CacheEntry>> ReadEntry(mlajit_cache*
   return e;
 }
 
-absl::StatusOr<cache::CacheOptions> ToOptions(const mlajit_cache_options_t* o) {
-  cache::CacheOptions opts = cache::CacheOptions::FromEnvironment();
-  if (o == nullptr) return opts;
-  if (o->struct_size < sizeof(mlajit_cache_options_t)) {
-    return absl::InvalidArgumentError(absl::StrCat("mlajit_cache_open: options->struct_size=", o->struct_size,
-                                                   ": expected sizeof(mlajit_cache_options_t)=",
-                                                   sizeof(mlajit_cache_options_t), " (use MLAJIT_CACHE_OPTIONS_INIT)"));
-  }
-  if (o->cache_dir != nullptr) {
-    if (o->cache_dir[0] == '\0') return absl::InvalidArgumentError("mlajit_cache_open: options->cache_dir=\"\": expected a folder path or NULL");
-    opts.cache_dir = o->cache_dir;
-  }
-  if (o->prebuilt_dir != nullptr) opts.prebuilt_dir = o->prebuilt_dir;
-  if (o->memory_only) opts.memory_only = true;
-  if (o->disable_jit) opts.disable_jit = true;
-  if (o->save_source) opts.save_source = true;
-  if (o->trust_cache_dir) opts.trust_cache_dir = true;
-  if (o->max_bytes != 0) opts.max_bytes = o->max_bytes;
-  if (o->record_manifest != nullptr) opts.record_manifest = o->record_manifest;
-  return opts;
-}
-
 absl::Status Open(const mlajit_cache_options_t* options, mlajit_cache_t* out) {
   MLAJIT_RETURN_IF_ERROR(CheckOut(out, "mlajit_cache_open", "cache"));
   *out = nullptr;
-  MLAJIT_ASSIGN_OR_RETURN(cache::CacheOptions opts, ToOptions(options));
+  MLAJIT_ASSIGN_OR_RETURN(cache::CacheOptions opts, ResolveCacheOptions(options, "mlajit_cache_open"));
   MLAJIT_ASSIGN_OR_RETURN(std::unique_ptr<cache::KernelCache> kc, cache::KernelCache::Open(opts));
   auto* c = new mlajit_cache;
   c->cache = std::move(kc);

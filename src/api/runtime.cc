@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "src/api/c_api_internal.h"
 #include "src/base/log.h"
 #include "src/base/mla_types.h"
 #include "src/base/status_macros.h"
@@ -82,21 +83,6 @@ absl::uint128 HashLayout(const plan::LayoutView& l, const plan::ScheduleConfig& 
 
 }  // namespace
 
-absl::StatusOr<cache::CacheOptions> ResolveCacheOptions(const mlajit_cache_options_t* c) {
-  cache::CacheOptions o = cache::CacheOptions::FromEnvironment();
-  if (c == nullptr) return o;
-  MLAJIT_RETURN_IF_ERROR(CheckStructSize(c->struct_size, sizeof(*c), "cache options"));
-  if (c->cache_dir != nullptr) o.cache_dir = c->cache_dir;
-  if (c->prebuilt_dir != nullptr) o.prebuilt_dir = c->prebuilt_dir;
-  if (c->memory_only) o.memory_only = true;
-  if (c->disable_jit) o.disable_jit = true;
-  if (c->save_source) o.save_source = true;
-  if (c->trust_cache_dir) o.trust_cache_dir = true;
-  if (c->max_bytes != 0) o.max_bytes = c->max_bytes;
-  if (c->record_manifest != nullptr) o.record_manifest = c->record_manifest;
-  return o;
-}
-
 absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const mlajit_runtime_options_t* options) {
   mlajit_runtime_options_t defaults = MLAJIT_RUNTIME_OPTIONS_INIT;
   if (options == nullptr) options = &defaults;
@@ -111,7 +97,7 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const mlajit_runtime_op
   }
   rt->device_ = options->device_index;
   MLAJIT_ASSIGN_OR_RETURN(rt->props_, rt->backend_->GetDeviceProperties(rt->device_));
-  MLAJIT_ASSIGN_OR_RETURN(cache::CacheOptions cache_options, ResolveCacheOptions(options->cache));
+  MLAJIT_ASSIGN_OR_RETURN(cache::CacheOptions cache_options, ResolveCacheOptions(options->cache, "mlajit_runtime_create"));
   MLAJIT_ASSIGN_OR_RETURN(std::unique_ptr<cache::KernelCache> cache,
                           cache::KernelCache::Open(cache_options));
   MLAJIT_ASSIGN_OR_RETURN(rt->compiler_, jit::KernelCompiler::Create(std::move(cache)));

@@ -30,9 +30,6 @@
 
 namespace mlajit::api_internal {
 
-// Resolves C cache options over the environment defaults.
-absl::StatusOr<cache::CacheOptions> ResolveCacheOptions(const mlajit_cache_options_t* c);
-
 struct LoadedKernel {
   jit::KernelSpec spec;
   gpu::ModuleHandle module = 0;
