@@ -1,0 +1,462 @@
+"""Runtime and Plan: the decode path of the C ABI."""
+
+import ctypes
+import math
+import operator
+import sys
+import threading
+import weakref
+
+from . import _lib
+from ._lib import KvFormat, MlajitError, QMode
+from ._tensors import device_array, host_int32, stream_handle, torch_module
+
+HEAD_DIM_QK = 576
+HEAD_DIM_V = 512
+MAX_HEADS = 128
+PAGE_SIZES = (0, 1, 16, 32, 64, 128)
+
+_KV_FORMATS = {
+    "bf16": KvFormat.BF16,
+    "bfloat16": KvFormat.BF16,
+    "fp8_e4m3": KvFormat.FP8_E4M3,
+    "fp8": KvFormat.FP8_E4M3,
+    "mxfp4": KvFormat.MXFP4,
+}
+_Q_MODES = {"bf16": QMode.BF16, "bfloat16": QMode.BF16, "fp8": QMode.FP8}
+
+# Bytes per KV token and the dtypes accepted for each format: dtype -> elements per token.
+KV_TOKEN_BYTES = {KvFormat.BF16: 1152, KvFormat.FP8_E4M3: 576, KvFormat.MXFP4: 306}
+_KV_DTYPES = {
+    KvFormat.BF16: {"bfloat16": 576, "bf16_bits": 576, "uint8": 1152},
+    KvFormat.FP8_E4M3: {"float8_e4m3fn": 576, "uint8": 576, "int8": 576},
+    KvFormat.MXFP4: {"uint8": 306, "int8": 306},
+}
+_BF16 = ("bfloat16", "bf16_bits")
+
+
+def _enum_arg(value, table, enum_type, name):
+    if isinstance(value, enum_type):
+        return value
+    if isinstance(value, str) and value.lower() in table:
+        return table[value.lower()]
+    choices = ", ".join(repr(k) for k in table)
+    raise ValueError("%s=%r: expected one of %s" % (name, value, choices))
+
+
+def _int_arg(value, name):
+    if not isinstance(value, bool):
+        try:
+            return operator.index(value)
+        except TypeError:
+            pass
+    raise TypeError("%s=%r (%s): expected an int" % (name, value, type(value).__name__))
+
+
+def default_device():
+    """Current torch CUDA device when torch is imported and CUDA is available, else 0."""
+    torch = torch_module()
+    if torch is not None:
+        try:
+            if torch.cuda.is_available():
+                return torch.cuda.current_device()
+        except Exception:  # a broken CUDA install: leave the choice to the library
+            pass
+    return 0
+
+
+def _device_index(device):
+    if device is None:
+        return default_device()
+    if isinstance(device, str):
+        text = device.strip()
+        if text == "cuda":
+            return default_device()
+        if text.startswith("cuda:") and text[5:].isdigit():
+            return int(text[5:])
+        raise ValueError("device=%r: expected an int, 'cuda', 'cuda:N' or a torch.device" % device)
+    torch = torch_module()
+    if torch is not None and isinstance(device, torch.device):
+        if device.type != "cuda":
+            raise ValueError("device=%s: expected a CUDA device" % device)
+        return device.index if device.index is not None else default_device()
+    return _int_arg(device, "device")
+
+
+def prepare_plan(qo_indptr, kv_indptr, num_heads, kv_format, q_mode, causal, sm_scale,
+                 page_size, kv_lens, write_lse):
+    """Validates plan() arguments in Python and builds the C inputs.
+
+    Returns (PlanConfig, batch_size, qo, kv, lens) with the arrays as ctypes
+    int32 arrays (lens may be None). Raises ValueError / TypeError naming the
+    argument, the value and what was expected. The layout's contents
+    (monotonic indptrs, q_len <= 8, kv_lens within the pages) are checked by the
+    library, which reports INVALID_ARGUMENT.
+    """
+    fmt = _enum_arg(kv_format, _KV_FORMATS, KvFormat, "kv_format")
+    mode = _enum_arg(q_mode, _Q_MODES, QMode, "q_mode")
+    num_heads = _int_arg(num_heads, "num_heads")
+    if not 1 <= num_heads <= MAX_HEADS:
+        raise ValueError("num_heads=%d: expected 1..%d" % (num_heads, MAX_HEADS))
+    page_size = _int_arg(page_size, "page_size")
+    if page_size not in PAGE_SIZES:
+        raise ValueError("page_size=%d: expected 0 (flat), 1, 16, 32, 64 or 128" % page_size)
+    if sm_scale is None:
+        raise TypeError("sm_scale is required: the softmax scale, e.g. 1/sqrt(192) for DeepSeek-V3")
+    try:
+        scale = float(sm_scale)
+    except (TypeError, ValueError):
+        raise TypeError("sm_scale=%r: expected a float" % (sm_scale,)) from None
+    if not (scale > 0 and math.isfinite(scale)):
+        raise ValueError("sm_scale=%r: expected a finite value > 0" % (sm_scale,))
+    qo = host_int32(qo_indptr, "qo_indptr")
+    kv = host_int32(kv_indptr, "kv_indptr")
+    if len(qo) < 1:
+        raise ValueError("qo_indptr is empty: expected batch_size + 1 entries (starting with 0)")
+    if len(kv) != len(qo):
+        raise ValueError("kv_indptr has %d entries: expected %d (batch_size + 1, as qo_indptr)"
+                         % (len(kv), len(qo)))
+    batch = len(qo) - 1
+    lens = None
+    if kv_lens is not None:
+        if page_size == 0:
+            raise ValueError("kv_lens given with page_size=0: a flat layout takes its lengths "
+                             "from kv_indptr")
+        lens = host_int32(kv_lens, "kv_lens")
+        if len(lens) != batch:
+            raise ValueError("kv_lens has %d entries: expected batch_size=%d (len(qo_indptr) - 1)"
+                             % (len(lens), batch))
+    config = _lib.PlanConfig(num_heads=num_heads, kv_format=int(fmt), q_mode=int(mode),
+                             causal=1 if causal else 0, sm_scale=scale, page_size=page_size,
+                             write_lse=1 if write_lse else 0)
+    return config, batch, qo, kv, lens
+
+
+class Runtime:
+    """One mlajit runtime per GPU (``mlajit_runtime_t``); thread-safe.
+
+    Args:
+      device: CUDA ordinal, ``"cuda:N"`` or a ``torch.device``. Default: the
+        current torch device when torch is imported and CUDA is available,
+        else 0.
+      cache_dir, prebuilt_dir, disable_jit, memory_only, save_source,
+      max_bytes, record_manifest: kernel cache options (see README.md); None
+        keeps the environment's value.
+
+    Raises:
+      MlajitError: FAILED_PRECONDITION without a GPU or driver,
+        INVALID_ARGUMENT for a device index out of range.
+
+    Use as a context manager or call :meth:`close`; closing frees the plans
+    built from this runtime.
+    """
+
+    _handle = None  # class default: a Runtime whose creation failed is closed
+
+    def __init__(self, device=None, *, cache_dir=None, prebuilt_dir=None, disable_jit=None,
+                 memory_only=None, save_source=None, max_bytes=None, record_manifest=None):
+        from ._cache import cache_options
+
+        self._plans = weakref.WeakSet()
+        self._lock = threading.Lock()
+        self.device = _device_index(device)
+        opts = cache_options(cache_dir=cache_dir, prebuilt_dir=prebuilt_dir,
+                             disable_jit=disable_jit, memory_only=memory_only,
+                             save_source=save_source, max_bytes=max_bytes,
+                             record_manifest=record_manifest)
+        ro = _lib.RuntimeOptions(device_index=self.device,
+                                 cache=ctypes.pointer(opts) if opts is not None else None)
+        lib = _lib.lib()
+        handle = ctypes.c_void_p()
+        _lib.check(lib.mlajit_runtime_create(ctypes.byref(ro), ctypes.byref(handle)),
+                   "mlajit_runtime_create")
+        self._handle = handle.value
+        self._free = lib.mlajit_runtime_free
+
+    @property
+    def closed(self):
+        return self._handle is None
+
+    @property
+    def arch(self):
+        """Architecture of the device, e.g. ``"sm_90a"``."""
+        self._check_open()
+        return _lib.lib().mlajit_runtime_arch(self._handle).decode()
+
+    def _check_open(self):
+        if self._handle is None:
+            raise ValueError("the runtime is closed")
+
+    def plan(self, qo_indptr, kv_indptr, *, num_heads, sm_scale, kv_format="fp8_e4m3",
+             q_mode="bf16", causal=True, page_size=0, kv_lens=None, write_lse=False):
+        """Builds a decode plan for one batch layout (``mlajit_plan_create``).
+
+        Args:
+          qo_indptr: [batch + 1] int32: query rows of sequence b are
+            ``[qo_indptr[b], qo_indptr[b+1])``, q_len 0..8.
+          kv_indptr: [batch + 1] int32: flat: token range of sequence b in kv;
+            paged: range of sequence b in kv_indices (in pages).
+            Both: torch CPU tensors, numpy arrays or lists of ints, copied to
+            host int32. A CUDA tensor is copied to the host, which synchronises.
+          num_heads: query heads, 1..128.
+          sm_scale: softmax scale, finite and > 0 (1/sqrt(192) for DeepSeek-V3).
+          kv_format: ``'fp8_e4m3'`` (per-tensor scale), ``'bf16'`` or ``'mxfp4'``.
+          q_mode: ``'bf16'`` or ``'fp8'`` (Q quantised per tensor on the fly).
+          causal: row t of a sequence sees kv tokens j <= kv_len - q_len + t.
+          page_size: 0 (flat) or 1, 16, 32, 64, 128 (paged).
+          kv_lens: paged only, [batch] int32 tokens per sequence (None: full pages).
+          write_lse: decode also returns lse [total_q, num_heads] fp32.
+
+        The plan depends on the *contents* of the arrays: build a new one when
+        the lengths change. Compiles the kernel on first use of its shape.
+
+        Raises:
+          ValueError, TypeError: bad arguments, checked before calling C.
+          MlajitError: the library rejected the layout (INVALID_ARGUMENT) or
+            could not compile or load the kernel.
+        """
+        prepared = prepare_plan(qo_indptr, kv_indptr, num_heads, kv_format, q_mode, causal,
+                                sm_scale, page_size, kv_lens, write_lse)
+        self._check_open()
+        plan = Plan(self, *prepared)
+        with self._lock:
+            self._plans.add(plan)
+        return plan
+
+    def close(self):
+        """Frees the plans built from this runtime, then the runtime. Idempotent."""
+        if self._handle is None:
+            return
+        with self._lock:
+            plans = list(self._plans)
+            self._plans = weakref.WeakSet()
+        for p in plans:
+            p.close()
+        handle, self._handle = self._handle, None
+        self._free(handle)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        # Plans hold a reference to their runtime, so none is alive here.
+        if self._handle is not None and not sys.is_finalizing():
+            self._free(self._handle)
+            self._handle = None
+
+    def __repr__(self):
+        if self._handle is None:
+            return "<mlajit.Runtime closed>"
+        return "<mlajit.Runtime device=%d arch=%s>" % (self.device, self.arch)
+
+
+class Plan:
+    """A decode plan (``mlajit_plan_t``): built by :meth:`Runtime.plan`.
+
+    Decodes that share one plan must run on one stream (the plan owns its
+    split-KV workspace); use one plan per stream for concurrent decodes.
+    """
+
+    _handle = None
+
+    def __init__(self, runtime, config, batch, qo, kv, lens):
+        lib = _lib.lib()
+        handle = ctypes.c_void_p()
+        _lib.check(lib.mlajit_plan_create(runtime._handle, ctypes.byref(config), batch, qo, kv,
+                                          lens, ctypes.byref(handle)),
+                   "mlajit_plan_create")
+        self._handle = handle.value
+        self._free = lib.mlajit_plan_free
+        self.runtime = runtime  # the C plan points into its runtime: keep it alive
+        self.batch_size = batch
+        self.num_heads = config.num_heads
+        self.kv_format = KvFormat(config.kv_format)
+        self.q_mode = QMode(config.q_mode)
+        self.causal = bool(config.causal)
+        self.sm_scale = config.sm_scale
+        self.page_size = config.page_size
+        self.write_lse = bool(config.write_lse)
+        self.total_q = qo[batch]
+        # Flat: tokens addressed in kv; paged: entries of kv_indices used.
+        self.kv_extent = kv[batch]
+
+    @property
+    def closed(self):
+        return self._handle is None
+
+    def close(self):
+        """Frees the plan. Idempotent."""
+        if self._handle is not None:
+            handle, self._handle = self._handle, None
+            self._free(handle)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        if self._handle is not None and not sys.is_finalizing():
+            self.close()
+
+    def __repr__(self):
+        state = "closed " if self._handle is None else ""
+        return ("<mlajit.Plan %sbatch=%d total_q=%d heads=%d kv_format=%s page_size=%d>"
+                % (state, self.batch_size, self.total_q, self.num_heads,
+                   self.kv_format.name.lower(), self.page_size))
+
+    # ---- decode ------------------------------------------------------------
+
+    def _check_device(self, arr, name):
+        if arr.device is not None and arr.device != self.runtime.device:
+            raise ValueError("%s is on cuda:%d: expected cuda:%d (the runtime's device)"
+                             % (name, arr.device, self.runtime.device))
+
+    def _check(self, arr, name, dtypes, shape, what):
+        if arr.dtype not in dtypes:
+            raise TypeError("%s has dtype %s: expected %s" % (name, arr.dtype, what))
+        if arr.shape != shape:
+            raise ValueError("%s has shape %s: expected %s (%s)" % (name, arr.shape, shape, what))
+        if not arr.contiguous:
+            raise ValueError("%s is not contiguous: expected a row-major contiguous %s" % (name, what))
+        self._check_device(arr, name)
+
+    def _check_kv(self, kv):
+        fmt = self.kv_format
+        accepted = _KV_DTYPES[fmt]
+        fmt_name = fmt.name.lower()
+        if kv.dtype not in accepted:
+            raise TypeError("kv has dtype %s: expected %s for kv_format=%s"
+                            % (kv.dtype, " or ".join(sorted(accepted)), fmt_name))
+        width = accepted[kv.dtype]
+        shape = kv.shape
+        if self.page_size > 0 and len(shape) == 3:
+            if shape[1] != self.page_size or shape[2] != width:
+                raise ValueError("kv has shape %s: expected [num_pages, %d, %d] (%s, page_size=%d)"
+                                 % (shape, self.page_size, width, kv.dtype, self.page_size))
+        elif len(shape) != 2 or shape[1] != width:
+            layout = "[num_slots, %d] or [num_pages, %d, %d]" % (width, self.page_size, width) \
+                if self.page_size else "[num_tokens, %d]" % width
+            raise ValueError("kv has shape %s: expected %s for kv_format=%s as %s"
+                             % (shape, layout, fmt_name, kv.dtype))
+        if not kv.contiguous:
+            raise ValueError("kv is not contiguous: expected a row-major contiguous KV cache")
+        self._check_device(kv, "kv")
+        if self.page_size == 0:
+            tokens = shape[0]
+            if tokens < self.kv_extent:
+                raise ValueError("kv has %d tokens: the plan addresses %d (kv_indptr[-1])"
+                                 % (tokens, self.kv_extent))
+
+    def _alloc(self, shape, dtype_name, name):
+        torch = torch_module()
+        if torch is None:
+            try:
+                import torch
+            except ImportError:
+                raise ValueError("%s was not given and torch is not installed to allocate it: "
+                                 "pass a device array %s" % (name, shape)) from None
+        dtype = getattr(torch, dtype_name)
+        return torch.empty(shape, dtype=dtype, device="cuda:%d" % self.runtime.device)
+
+    def decode(self, q, kv, *, kv_scale=1.0, kv_indices=None, out=None, lse=None, stream=None):
+        """Enqueues the decode (``mlajit_decode``) and returns its output.
+
+        Args:
+          q: [total_q, num_heads, 576] bfloat16, contiguous, on the runtime's device.
+          kv: the KV cache, contiguous, on the runtime's device:
+            bf16: [N, 576] bfloat16 (or [N, 1152] uint8);
+            fp8_e4m3: [N, 576] float8_e4m3fn or uint8 codes, real = code * kv_scale;
+            mxfp4: [N, 306] uint8 (288 bytes of e2m1 pairs, low nibble = even
+            element, then 18 e8m0 scales). Paged plans also accept
+            [num_pages, page_size, width]; N = num_pages * page_size slots.
+          kv_scale: fp8 dequantisation scale (finite, > 0); ignored otherwise.
+          kv_indices: paged plans only: [>= kv_indptr[-1]] int32 page ids on the device.
+          out: [total_q, num_heads, 512] bfloat16; allocated with torch when None.
+          lse: [total_q, num_heads] float32, only for plans built with
+            write_lse=True; allocated with torch when None.
+          stream: a torch.cuda.Stream, a raw cudaStream_t (int) or an object with
+            ``.cuda_stream`` / ``.ptr``. Default: torch's current stream on the
+            runtime's device when torch is imported, else the default stream.
+
+        Torch tensors are checked for device; ``__cuda_array_interface__``
+        objects carry no device, so they must be on the runtime's device. bf16
+        slots accept 16-bit bit patterns (uint16 / int16) from producers without
+        a bf16 type. The call is asynchronous: inputs must stay alive until the
+        stream reaches the kernel (as for any torch op on that stream).
+
+        Returns:
+          out, or (out, lse) when the plan writes lse.
+
+        Raises:
+          TypeError, ValueError: bad arguments (named, with the value and the
+            expectation), checked before calling C.
+          MlajitError: the library rejected the call.
+        """
+        if self._handle is None:
+            raise ValueError("the plan is closed")
+        if self.runtime.closed:
+            raise ValueError("the plan's runtime is closed")
+        h = self.num_heads
+        tq = self.total_q
+        qa = device_array(q, "q")
+        self._check(qa, "q", _BF16, (tq, h, HEAD_DIM_QK), "[total_q, num_heads, 576] bfloat16")
+        kva = device_array(kv, "kv")
+        self._check_kv(kva)
+        try:
+            scale = float(kv_scale)
+        except (TypeError, ValueError):
+            raise TypeError("kv_scale=%r: expected a float" % (kv_scale,)) from None
+        if self.kv_format == KvFormat.FP8_E4M3 and not (scale > 0 and math.isfinite(scale)):
+            raise ValueError("kv_scale=%r: expected a finite value > 0 for fp8 KV" % (kv_scale,))
+        idx_ptr = None
+        if self.page_size > 0:
+            if kv_indices is None:
+                raise ValueError("kv_indices is None but the plan is paged (page_size=%d): expected "
+                                 "[>= %d] int32 page ids on the device" % (self.page_size, self.kv_extent))
+            ia = device_array(kv_indices, "kv_indices")
+            if ia.dtype != "int32":
+                raise TypeError("kv_indices has dtype %s: expected int32 page ids" % ia.dtype)
+            if len(ia.shape) != 1 or ia.shape[0] < self.kv_extent:
+                raise ValueError("kv_indices has shape %s: expected 1-D with >= %d entries "
+                                 "(kv_indptr[-1])" % (ia.shape, self.kv_extent))
+            if not ia.contiguous:
+                raise ValueError("kv_indices is not contiguous")
+            self._check_device(ia, "kv_indices")
+            idx_ptr = ia.ptr
+        elif kv_indices is not None:
+            raise ValueError("kv_indices is given but the plan is flat (page_size=0)")
+        if out is None:
+            out = self._alloc((tq, h, HEAD_DIM_V), "bfloat16", "out")
+        oa = device_array(out, "out")
+        self._check(oa, "out", _BF16, (tq, h, HEAD_DIM_V), "[total_q, num_heads, 512] bfloat16")
+        lse_ptr = None
+        if self.write_lse:
+            if lse is None:
+                lse = self._alloc((tq, h), "float32", "lse")
+            la = device_array(lse, "lse")
+            self._check(la, "lse", ("float32",), (tq, h), "[total_q, num_heads] float32")
+            lse_ptr = la.ptr
+        elif lse is not None:
+            raise ValueError("lse is given but the plan was built with write_lse=False")
+
+        handle = stream_handle(stream)
+        if handle is None:
+            torch = torch_module()
+            if torch is not None and torch.cuda.is_available():
+                handle = torch.cuda.current_stream(self.runtime.device).cuda_stream
+        args = _lib.DecodeArgs(q=qa.ptr or None, kv=kva.ptr or None, kv_bytes=kva.nbytes,
+                               kv_scale=scale, kv_indices=idx_ptr or None, out=oa.ptr or None,
+                               lse=lse_ptr or None)
+        _lib.check(_lib.lib().mlajit_decode(self._handle, ctypes.byref(args), handle or None),
+                   "mlajit_decode")
+        return (out, lse) if self.write_lse else out
+
+    __call__ = decode
+
+
+__all__ = ["Runtime", "Plan", "MlajitError", "default_device"]
