@@ -75,7 +75,10 @@ env -u LD_LIBRARY_PATH "$prefix/bin/jitcache" --cache-dir "$work/cache" stats >/
 # Both example builds must load the installed library, not the build tree's.
 run() {
   local bin="$1"
-  ldd "$bin" | grep -q "$libdir/libmlajit.so" || fail "$bin does not load $libdir/libmlajit.so"
+  # Not `ldd | grep -q`: under pipefail, grep quitting early can kill ldd (SIGPIPE).
+  local libs
+  libs="$(ldd "$bin")"
+  [[ "$libs" == *"$libdir/libmlajit.so"* ]] || fail "$bin does not load $libdir/libmlajit.so: $libs"
   printf '   run %s\n' "${bin#"$work"/}"
   "$bin" >"$work/run.log" 2>&1 || { cat "$work/run.log"; fail "$bin exited non-zero"; }
   sed 's/^/   | /' "$work/run.log"
