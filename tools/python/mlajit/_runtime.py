@@ -132,6 +132,48 @@ def prepare_plan(qo_indptr, kv_indptr, num_heads, kv_format, q_mode, causal, sm_
     return config, batch, qo, kv, lens
 
 
+class _RuntimeHandle:
+    """Owns an ``mlajit_runtime_t``; frees it once released *and* no plan built
+    from it is open (a C plan points into its runtime).
+
+    Garbage collection may finalise a Runtime, its plans and this object in any
+    order (e.g. in a reference cycle); counting open plans here keeps the
+    runtime alive until the last plan is freed, whatever that order.
+    """
+
+    def __init__(self, ptr, free):
+        self.ptr = ptr
+        self._free = free
+        self._lock = threading.Lock()
+        self._open_plans = 0
+        self.released = False
+
+    def plan_opened(self):
+        with self._lock:
+            self._open_plans += 1
+
+    def plan_closed(self):
+        with self._lock:
+            self._open_plans -= 1
+        self._maybe_free()
+
+    def release(self):
+        with self._lock:
+            self.released = True
+        self._maybe_free()
+
+    def _maybe_free(self):
+        with self._lock:
+            if not self.released or self._open_plans > 0 or self.ptr is None:
+                return
+            ptr, self.ptr = self.ptr, None
+        self._free(ptr)
+
+    def __del__(self):
+        if not sys.is_finalizing():
+            self.release()
+
+
 class Runtime:
     """One mlajit runtime per GPU (``mlajit_runtime_t``); thread-safe.
 
@@ -151,7 +193,7 @@ class Runtime:
     built from this runtime.
     """
 
-    _handle = None  # class default: a Runtime whose creation failed is closed
+    _rh = None  # class default: a Runtime whose creation failed is closed
 
     def __init__(self, device=None, *, cache_dir=None, prebuilt_dir=None, disable_jit=None,
                  memory_only=None, save_source=None, max_bytes=None, record_manifest=None):
@@ -170,8 +212,12 @@ class Runtime:
         handle = ctypes.c_void_p()
         _lib.check(lib.mlajit_runtime_create(ctypes.byref(ro), ctypes.byref(handle)),
                    "mlajit_runtime_create")
-        self._handle = handle.value
-        self._free = lib.mlajit_runtime_free
+        self._rh = _RuntimeHandle(handle.value, lib.mlajit_runtime_free)
+
+    @property
+    def _handle(self):
+        rh = self._rh
+        return None if rh is None or rh.released else rh.ptr
 
     @property
     def closed(self):
@@ -232,8 +278,7 @@ class Runtime:
             self._plans = weakref.WeakSet()
         for p in plans:
             p.close()
-        handle, self._handle = self._handle, None
-        self._free(handle)
+        self._rh.release()
 
     def __enter__(self):
         return self
@@ -242,10 +287,9 @@ class Runtime:
         self.close()
 
     def __del__(self):
-        # Plans hold a reference to their runtime, so none is alive here.
-        if self._handle is not None and not sys.is_finalizing():
-            self._free(self._handle)
-            self._handle = None
+        # Plans still open (only possible in a collected cycle) keep the C runtime.
+        if self._rh is not None and not sys.is_finalizing():
+            self._rh.release()
 
     def __repr__(self):
         if self._handle is None:
@@ -270,7 +314,9 @@ class Plan:
                    "mlajit_plan_create")
         self._handle = handle.value
         self._free = lib.mlajit_plan_free
-        self.runtime = runtime  # the C plan points into its runtime: keep it alive
+        self._rh = runtime._rh  # the C plan points into its runtime: keep it alive
+        self._rh.plan_opened()
+        self.runtime = runtime
         self.batch_size = batch
         self.num_heads = config.num_heads
         self.kv_format = KvFormat(config.kv_format)
@@ -292,6 +338,9 @@ class Plan:
         if self._handle is not None:
             handle, self._handle = self._handle, None
             self._free(handle)
+            rh = getattr(self, "_rh", None)
+            if rh is not None:
+                rh.plan_closed()
 
     def __enter__(self):
         return self

@@ -587,6 +587,36 @@ class DecodeValidationTest(unittest.TestCase):
         p.close()  # idempotent
 
 
+class RuntimeHandleTest(unittest.TestCase):
+    """The C runtime is freed once released and no plan of it is open, in any order."""
+
+    def test_release_after_plans(self):
+        freed = []
+        rh = _runtime._RuntimeHandle(123, freed.append)
+        rh.plan_opened()
+        rh.plan_opened()
+        rh.plan_closed()
+        rh.release()
+        self.assertEqual(freed, [])  # a plan is still open
+        rh.plan_closed()
+        self.assertEqual(freed, [123])
+        rh.release()
+        del rh
+        self.assertEqual(freed, [123])  # never twice
+
+    def test_release_first_when_no_plan(self):
+        freed = []
+        rh = _runtime._RuntimeHandle(7, freed.append)
+        rh.release()
+        self.assertEqual(freed, [7])
+
+    def test_collected_without_release(self):
+        freed = []
+        rh = _runtime._RuntimeHandle(9, freed.append)
+        del rh
+        self.assertEqual(freed, [9])
+
+
 class StreamHandleTest(unittest.TestCase):
     def test_forms(self):
         class TorchLike:

@@ -369,6 +369,21 @@ class StreamTest(GpuTestCase):
         self.check_output(case, out, ref, None, ref_lse)
         plan.close()
 
+    def test_control_a_decode_on_another_stream_reads_stale_q(self):
+        # The two tests above are meaningful only if a decode that ignores the
+        # stream would see the NaN q: run one on the legacy default stream.
+        case, plan, q_src, q, out = self._setup()
+        side = torch.cuda.Stream(device=q.device)
+        with torch.cuda.stream(side):
+            _delay_stream()
+            q.copy_(q_src)
+            plan.decode(q, case.kv, kv_scale=case.kv_scale, out=out, stream=0)
+        torch.cuda.synchronize()
+        self.assertTrue(bool(torch.isnan(out).any()),
+                        "a decode on the default stream was ordered after the side stream's "
+                        "work: the stream tests cannot tell streams apart")
+        plan.close()
+
 
 class RuntimeTest(unittest.TestCase):
     def test_default_device_and_arch(self):
@@ -402,6 +417,27 @@ class RuntimeTest(unittest.TestCase):
         self.assertTrue(plan.closed)
         self.assertTrue(rt.closed)
         rt.close()
+
+
+    def test_plans_outliving_their_runtime_in_a_cycle(self):
+        import gc
+        for _ in range(3):
+            rt = mlajit.Runtime()
+            plan = rt.plan([0, 1], [0, 8], num_heads=16, sm_scale=SM_SCALE)
+            plan.cycle = [rt, plan]  # garbage collection finalises these in any order
+            rt.cycle = plan
+            del rt, plan
+            gc.collect()
+        case = Case("fp8_e4m3", 16, [1] * 3, [10, 20, 30], 0)
+        self.run_case_plain(case)
+
+    def run_case_plain(self, case):
+        with case.plan(write_lse=False) as plan:
+            out = plan.decode(case.q, case.kv, kv_scale=case.kv_scale)
+            ref, _ = case.reference(plan.sm_scale)
+        torch.cuda.synchronize()
+        err = ((out.double() - ref).norm() / ref.norm()).item()
+        self.assertLess(err, 1e-2, str(case))
 
 
 if __name__ == "__main__":
