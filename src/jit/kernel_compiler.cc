@@ -117,6 +117,8 @@ absl::StatusOr<std::shared_ptr<const cache::CacheEntry>> KernelCompiler::GetBina
     if (!b->log.empty()) {
       MLAJIT_LOG_INFO("compiled ", SpecName(spec), " with diagnostics: ", b->log);
     }
+    MLAJIT_LOG_INFO("compiled ", SpecName(spec), " key ", p.key.Hex(), " in ",
+                    static_cast<int64_t>(b->compile_ms), " ms (", p.compiler->Identity(), ")");
     cache::CompileResult r;
     r.payload = std::move(b->binary);
     r.compile_ms = b->compile_ms;
@@ -125,6 +127,10 @@ absl::StatusOr<std::shared_ptr<const cache::CacheEntry>> KernelCompiler::GetBina
   };
   MLAJIT_ASSIGN_OR_RETURN(std::shared_ptr<const cache::CacheEntry> entry,
                           cache_->GetOrCompile(p.key, p.fields, p.metadata, compile));
+  if (entry->source != cache::CacheEntry::Source::kCompiled) {
+    MLAJIT_LOG_DEBUG("cache hit ", SpecName(spec), " key ", p.key.Hex(), " from ",
+                     entry->path.empty() ? std::string("memory") : entry->path);
+  }
   if (memoise) {
     absl::MutexLock lock(&mu_);
     memo_.emplace(spec, entry);

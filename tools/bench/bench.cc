@@ -315,6 +315,10 @@ int Main(int argc, char** argv) {
       return 1;
     }
     results.push_back(*r);
+    // Progress on stderr (one line per case): the table comes at the end.
+    std::fprintf(stderr, "[%zu/%zu] %s %s: %.2f us median%s\n", results.size(), cases.size(),
+                 c.suite.c_str(), CaseName(c.config).c_str(), r->median_us,
+                 check && !r->passed ? " (MISMATCH)" : "");
   }
   std::printf("\n%-8s %-30s %9s %9s %9s %8s %8s %9s %7s %9s %s\n", "suite", "case", "median_us",
               "min_us", "burst_us", "TB/s", "TFLOP/s", "floor_us", "%floor", "rel_err", "ok");
