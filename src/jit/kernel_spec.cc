@@ -140,7 +140,10 @@ std::string SpecToJson(const KernelSpec& spec) {
 
 absl::StatusOr<KernelSpec> SpecFromJson(absl::string_view json) {
   MLAJIT_ASSIGN_OR_RETURN(jit_internal::FlatJsonObject obj, jit_internal::ParseFlatJsonObject(json));
-  for (const auto& [key, value] : obj.fields) {
+  for (const auto& field : obj.fields) {
+    // Not a structured binding: C++17 does not let a lambda capture one (clang
+    // rejects it; only g++ accepts it).
+    const std::string& key = field.first;
     if (std::find_if(kFieldOrder.begin(), kFieldOrder.end(),
                      [&](const char* f) { return key == f; }) == kFieldOrder.end()) {
       return absl::InvalidArgumentError(
