@@ -109,9 +109,15 @@ typedef struct mlajit_cache_options {
   int trust_cache_dir;      /* 1: skip the ownership/permission check on cache_dir */
   uint64_t max_bytes;       /* size cap for LRU eviction; 0: default (4 GiB) */
   const char* record_manifest; /* append every compiled spec to this manifest; NULL: $MLAJIT_RECORD_MANIFEST */
+  /* Pins for the prebuilt layer: a file of "<key> <payload sha256>" lines (the
+   * manifest mlajit_cache_export writes). When set, a prebuilt entry not listed
+   * with its digest is refused (a miss, with a warning); an unreadable or
+   * malformed file fails mlajit_cache_open. NULL: $MLAJIT_CACHE_PINS. Added in
+   * 0.1.x: a struct_size that ends before it leaves it NULL. */
+  const char* pins_file;
 } mlajit_cache_options_t;
 #define MLAJIT_CACHE_OPTIONS_INIT \
-  { sizeof(mlajit_cache_options_t), NULL, NULL, 0, 0, 0, 0, 0, NULL }
+  { sizeof(mlajit_cache_options_t), NULL, NULL, 0, 0, 0, 0, 0, NULL, NULL }
 
 /* A kernel cache opened for inspection, maintenance and warm-up (jitcache uses
  * only these calls). Thread-safe. Results are JSON documents (UTF-8, one object)
@@ -195,6 +201,23 @@ MLAJIT_API mlajit_status_t mlajit_cache_warm(mlajit_cache_t cache, const char* m
                                              const char* arch, int jobs,
                                              mlajit_warm_callback_t progress, void* user,
                                              char** summary_json);
+
+/* Trust pinning: packs every valid entry of the cache directory into one bundle
+ * file (a text manifest of "<key> <payload sha256> <entry bytes> <spec>" lines,
+ * then the entry files; format in cache/README.md) written atomically. Invalid
+ * entries are left out and counted. manifest_path (may be NULL) also receives the
+ * manifest alone: a pins file for mlajit_cache_options_t.pins_file.
+ * summary_json (may be NULL): {"bundle","entries":N,"bytes":N,"skipped":N}. */
+MLAJIT_API mlajit_status_t mlajit_cache_export(mlajit_cache_t cache, const char* bundle_path,
+                                               const char* manifest_path, char** summary_json);
+/* Verifies every entry of a bundle (entry checksums, the key its manifest line
+ * names, payload SHA-256, spec, and with expect_pins_path (may be NULL) that the
+ * key and digest are pinned there), then installs them all into the cache
+ * directory. One bad entry installs nothing: DATA_LOSS naming each bad key; a
+ * file that is not a bundle is INVALID_ARGUMENT; a memory-only cache is
+ * FAILED_PRECONDITION. summary_json (may be NULL): {"bundle","installed":N,"bytes":N}. */
+MLAJIT_API mlajit_status_t mlajit_cache_import(mlajit_cache_t cache, const char* bundle_path,
+                                               const char* expect_pins_path, char** summary_json);
 
 /* ---- runtime ----------------------------------------------------------- */
 

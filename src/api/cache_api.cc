@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,7 +15,9 @@
 #include "mlajit/mlajit.h"
 #include "src/api/c_api_internal.h"
 #include "src/base/status_macros.h"
+#include "src/cache/bundle.h"
 #include "src/cache/kernel_cache.h"
+#include "src/cache/pins.h"
 #include "src/jit/explain.h"
 #include "src/jit/json_util.h"
 #include "src/jit/kernel_compiler.h"
@@ -292,6 +295,44 @@ absl::Status Warm(mlajit_cache* c, const char* manifest, const char* arch, int j
               summary_json);
 }
 
+absl::Status CheckPath(const char* path, const char* fn, const char* name) {
+  if (path == nullptr || path[0] == '\0') {
+    return absl::InvalidArgumentError(absl::StrCat(fn, ": ", name, "=", path == nullptr ? "NULL" : "\"\"",
+                                                   ": expected a file path"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Export(mlajit_cache* c, const char* bundle, const char* manifest, char** json) {
+  constexpr const char* kFn = "mlajit_cache_export";
+  MLAJIT_RETURN_IF_ERROR(CheckHandle(c, kFn));
+  if (json != nullptr) *json = nullptr;
+  MLAJIT_RETURN_IF_ERROR(CheckPath(bundle, kFn, "bundle_path"));
+  if (manifest != nullptr) MLAJIT_RETURN_IF_ERROR(CheckPath(manifest, kFn, "manifest_path"));
+  MLAJIT_ASSIGN_OR_RETURN(cache::cache_internal::BundleSummary sum,
+                          cache::cache_internal::ExportBundle(*c->cache, bundle, manifest != nullptr ? manifest : ""));
+  return Emit(absl::StrCat("{\"bundle\":", JsonQuote(bundle), ",\"entries\":", sum.entries,
+                           ",\"bytes\":", sum.bytes, ",\"skipped\":", sum.skipped, "}"),
+              json);
+}
+
+absl::Status Import(mlajit_cache* c, const char* bundle, const char* pins_path, char** json) {
+  constexpr const char* kFn = "mlajit_cache_import";
+  MLAJIT_RETURN_IF_ERROR(CheckHandle(c, kFn));
+  if (json != nullptr) *json = nullptr;
+  MLAJIT_RETURN_IF_ERROR(CheckPath(bundle, kFn, "bundle_path"));
+  std::optional<cache::cache_internal::PinSet> pins;
+  if (pins_path != nullptr) {
+    MLAJIT_RETURN_IF_ERROR(CheckPath(pins_path, kFn, "expect_pins_path"));
+    MLAJIT_ASSIGN_OR_RETURN(pins, cache::cache_internal::PinSet::Load(pins_path));
+  }
+  MLAJIT_ASSIGN_OR_RETURN(cache::cache_internal::BundleSummary sum,
+                          cache::cache_internal::ImportBundle(*c->cache, bundle, pins ? &*pins : nullptr));
+  return Emit(absl::StrCat("{\"bundle\":", JsonQuote(bundle), ",\"installed\":", sum.entries,
+                           ",\"bytes\":", sum.bytes, "}"),
+              json);
+}
+
 }  // namespace
 }  // namespace mlajit::api_internal
 
@@ -339,6 +380,16 @@ mlajit_status_t mlajit_cache_warm(mlajit_cache_t cache, const char* manifest_pat
                                   const char* arch, int jobs, mlajit_warm_callback_t progress,
                                   void* user, char** summary_json) {
   return api::ToC(api::Warm(cache, manifest_path, arch, jobs, progress, user, summary_json));
+}
+
+mlajit_status_t mlajit_cache_export(mlajit_cache_t cache, const char* bundle_path,
+                                    const char* manifest_path, char** summary_json) {
+  return api::ToC(api::Export(cache, bundle_path, manifest_path, summary_json));
+}
+
+mlajit_status_t mlajit_cache_import(mlajit_cache_t cache, const char* bundle_path,
+                                    const char* expect_pins_path, char** summary_json) {
+  return api::ToC(api::Import(cache, bundle_path, expect_pins_path, summary_json));
 }
 
 }  // extern "C"

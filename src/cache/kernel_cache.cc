@@ -24,6 +24,7 @@
 #include "src/cache/entry_format.h"
 #include "src/cache/file_lock.h"
 #include "src/cache/fs_util.h"
+#include "src/cache/pins.h"
 #include "src/cache/stats_log.h"
 
 namespace mlajit::cache {
@@ -38,6 +39,10 @@ using cache_internal::ScanItem;
 using cache_internal::StatsLog;
 
 using EntryPtr = std::shared_ptr<const CacheEntry>;
+
+// Last-use times this far ahead of the clock are taken as written by a skewed
+// clock (see ScanDisk); smaller leads are ordinary drift between processes.
+constexpr int64_t kClockSkewToleranceS = 24 * 3600;
 
 // Why a directory may not hold the cache; empty when it may. A cache dir that
 // others can write lets them plant a kernel that this process would then run.
@@ -61,6 +66,7 @@ class KernelCacheImpl final : public KernelCache {
   ~KernelCacheImpl() override { FlushStats(); }
 
   void Init();
+  absl::Status LoadPins();
 
   absl::StatusOr<EntryPtr> GetOrCompile(const CacheKey& key, const std::vector<KeyField>& fields,
                                         const EntryMetadata& metadata,
@@ -73,6 +79,7 @@ class KernelCacheImpl final : public KernelCache {
   absl::StatusOr<uint64_t> PruneOlderThan(int64_t seconds) override;
   absl::StatusOr<uint64_t> PruneStale() override;
   absl::StatusOr<uint64_t> Clear() override;
+  absl::Status Install(const CacheEntry& entry) override;
   const CacheOptions& options() const override { return options_; }
 
  private:
@@ -105,6 +112,7 @@ class KernelCacheImpl final : public KernelCache {
   const CacheOptions options_;
   std::unique_ptr<DiskTier> disk_;      // null: memory-only
   std::unique_ptr<DiskTier> prebuilt_;  // null: no prebuilt layer
+  std::optional<cache_internal::PinSet> pins_;  // set: prebuilt entries must be pinned
   std::unique_ptr<StatsLog> stats_log_;
 
   absl::Mutex mu_;
@@ -209,7 +217,10 @@ absl::StatusOr<EntryPtr> KernelCacheImpl::GetOrCompile(const CacheKey& key,
       Slot& slot = it->second;
       // Last-use records are rewritten at most once per interval per key, so a
       // hot key costs one map lookup and no file I/O.
-      if (slot.on_disk && now - slot.last_touch_s >= options_.use_record_interval_s) {
+      // A clock that stepped back (now < last touch) also rewrites it, or the
+      // record would keep a future time and the key would dodge eviction.
+      if (slot.on_disk && (now - slot.last_touch_s >= options_.use_record_interval_s ||
+                           now < slot.last_touch_s)) {
         slot.last_touch_s = now;
         touch = true;
       }
@@ -263,9 +274,16 @@ absl::StatusOr<EntryPtr> KernelCacheImpl::Resolve(const CacheKey& key,
     bool prebuilt_warned = false;
     absl::StatusOr<EntryPtr> e =
         LoadFrom(*prebuilt_, key, CacheEntry::Source::kPrebuilt, &prebuilt_warned);
-    if (e.ok()) {
+    std::string unpinned;
+    if (e.ok() && pins_.has_value()) unpinned = pins_->Check(key, (*e)->payload);
+    if (e.ok() && unpinned.empty()) {
       hits_.fetch_add(1, std::memory_order_relaxed);
       return e;
+    }
+    if (!unpinned.empty()) {
+      // A binary nobody vouched for never runs; this process goes on as for a miss.
+      MLAJIT_LOG_WARN("prebuilt kernel ", (*e)->path, " refused by the pins (", unpinned,
+                      "); treating it as a miss");
     }
   }
   bool warned = false;  // one warning per invalid entry, even if seen twice
@@ -391,7 +409,20 @@ void KernelCacheImpl::FlushStats() {
 
 absl::StatusOr<std::vector<ScanItem>> KernelCacheImpl::ScanDisk() {
   if (disk_ == nullptr) return std::vector<ScanItem>();
-  return disk_->Scan();
+  absl::StatusOr<std::vector<ScanItem>> items = disk_->Scan();
+  if (!items.ok()) return items;
+  // A last use far in the future was written under a wrong clock and says
+  // nothing about recency; left alone it would make the entry look newest
+  // forever (never evicted, never old enough to prune). Re-anchor it to now, on
+  // disk too, so that it ages from here like any entry.
+  const int64_t now = Now();
+  for (ScanItem& it : *items) {
+    if (it.last_use_unix_s > now + kClockSkewToleranceS && it.name_ok) {
+      it.last_use_unix_s = now;
+      disk_->TouchUse(it.key, now).IgnoreError();
+    }
+  }
+  return items;
 }
 
 absl::StatusOr<uint64_t> KernelCacheImpl::EvictLru(uint64_t max_bytes, const CacheKey* keep) {
@@ -550,6 +581,44 @@ absl::StatusOr<uint64_t> KernelCacheImpl::Clear() {
   return removed;
 }
 
+absl::Status KernelCacheImpl::Install(const CacheEntry& entry) {
+  if (disk_ == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot install kernel ", entry.key.Hex(), ": the cache has no usable directory (",
+        options_.memory_only ? "memory only" : options_.cache_dir, ")"));
+  }
+  // Under the key lock, like a compile: a concurrent compiler of this key
+  // re-checks after its wait and finds the installed entry.
+  absl::StatusOr<FileLock> lock = disk_->LockKey(entry.key, options_.lock_timeout_s);
+  if (!lock.ok()) return lock.status();
+  absl::Status s = disk_->Publish(entry.key, entry.metadata, entry.fields, entry.payload);
+  if (!s.ok()) return s;
+  disk_->TouchUse(entry.key, Now()).IgnoreError();
+  {
+    // A stale copy in this process's memory tier must not outlive the new file.
+    absl::MutexLock l(&mu_);
+    memory_.erase(entry.key);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status KernelCacheImpl::LoadPins() {
+  if (options_.pins_file.empty()) return absl::OkStatus();
+  absl::StatusOr<cache_internal::PinSet> pins = cache_internal::PinSet::Load(options_.pins_file);
+  if (!pins.ok()) {
+    return absl::Status(pins.status().code(),
+                        absl::StrCat("CacheOptions.pins_file (MLAJIT_CACHE_PINS): ",
+                                     pins.status().message()));
+  }
+  pins_ = *std::move(pins);
+  if (options_.prebuilt_dir.empty()) {
+    MLAJIT_LOG_WARN("kernel cache pins ", options_.pins_file,
+                    " are set but there is no prebuilt layer (MLAJIT_CACHE_PREBUILT): they "
+                    "apply to nothing");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<KernelCache>> KernelCache::Open(const CacheOptions& options) {
@@ -563,6 +632,8 @@ absl::StatusOr<std::unique_ptr<KernelCache>> KernelCache::Open(const CacheOption
                                                    ": must be >= 0"));
   }
   auto cache = std::make_unique<KernelCacheImpl>(options);
+  absl::Status pins = cache->LoadPins();
+  if (!pins.ok()) return pins;
   cache->Init();
   return std::unique_ptr<KernelCache>(std::move(cache));
 }

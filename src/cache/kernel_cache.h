@@ -103,6 +103,11 @@ struct CacheOptions {
   bool trust_cache_dir = false;
   uint64_t max_bytes = uint64_t{4} << 30;
   std::string record_manifest;  // append compiled specs here; empty: off
+  // Pins file (pins.h): when set, a prebuilt-layer entry is used only if its key
+  // and payload SHA-256 are listed; others are misses with a warning. Open fails
+  // when the file cannot be read or parsed (a deployment that asked for pins
+  // must not silently run unpinned). Empty: off.
+  std::string pins_file;
   double lock_timeout_s = 300;  // bound on waiting for another process's compile
   // This build's version: stored in entries written without one, and the
   // reference of PruneStale (entries of other versions are removed).
@@ -122,7 +127,8 @@ struct CacheOptions {
   // Defaults overridden by MLAJIT_CACHE_DIR, XDG_CACHE_HOME, HOME,
   // MLAJIT_CACHE_PREBUILT, MLAJIT_DISABLE_JIT, MLAJIT_SAVE_SOURCE,
   // MLAJIT_CACHE_MAX_BYTES (bytes, or with a K/M/G suffix), MLAJIT_RECORD_MANIFEST,
-  // MLAJIT_CACHE_MEMORY_ONLY and MLAJIT_CACHE_TRUST_DIR (boolean: 1/true/yes/on).
+  // MLAJIT_CACHE_PINS, MLAJIT_CACHE_MEMORY_ONLY and MLAJIT_CACHE_TRUST_DIR
+  // (boolean: 1/true/yes/on).
   // With no usable directory (no HOME either) the cache runs memory-only.
   static CacheOptions FromEnvironment();
   // The library version compiled into this build ("0.1.0").
@@ -177,6 +183,10 @@ class KernelCache {
   // entries and temp files left by dead writers.
   virtual absl::StatusOr<uint64_t> PruneStale() = 0;
   virtual absl::StatusOr<uint64_t> Clear() = 0;
+  // Publishes a complete entry (e.g. from a verified bundle) into the disk tier
+  // under its key lock, replacing any file there. kFailedPrecondition when the
+  // cache has no usable directory.
+  virtual absl::Status Install(const CacheEntry& entry) = 0;
   virtual const CacheOptions& options() const = 0;
 };
 

@@ -87,6 +87,7 @@ CacheOptions OptionsFromLookup(const EnvLookup& getenv) {
     }
   }
   if (const char* r = getenv("MLAJIT_RECORD_MANIFEST"); NonEmpty(r)) o.record_manifest = r;
+  if (const char* p = getenv("MLAJIT_CACHE_PINS"); NonEmpty(p)) o.pins_file = p;
   return o;
 }
 

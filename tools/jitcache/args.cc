@@ -30,6 +30,18 @@ const std::vector<CommandSpec>& Commands() {
        "gfx90a, gfx908, gfx942, gfx950); --jobs sets compile threads (default: cores).\n"
        "Progress goes to stderr: one updating line on a terminal, else a line per spec.\n",
        {"--manifest", "--arch", "--jobs"}, {}, 0, 0},
+      {"export", "export --out BUNDLE [--manifest FILE]",
+       "Packs every valid entry into one bundle file: a manifest of (key, payload\n"
+       "SHA-256, entry size, spec) lines, then the entries. --manifest also writes the\n"
+       "manifest alone, which is a pins file (MLAJIT_CACHE_PINS, import\n"
+       "--expect-manifest). Invalid entries are left out and counted.\n",
+       {"--out", "--manifest"}, {}, 0, 0},
+      {"import", "import BUNDLE [--expect-manifest PINS]",
+       "Checks every entry of a bundle (format, checksums, the key and SHA-256 its\n"
+       "manifest line names, and with --expect-manifest that the key and digest are\n"
+       "listed in PINS), then installs them into the cache. One bad entry installs\n"
+       "nothing and is named; exit 1.\n",
+       {"--expect-manifest"}, {}, 1, 1},
       {"explain", "explain KEY_A KEY_B",
        "Says which key fields (source, header:NAME, options, compiler, arch, ...) and\n"
        "which spec fields differ between two entries.\n",

@@ -4,6 +4,8 @@
 //   jitcache warm --manifest cache/manifests/deepseek_v3.jsonl --arch sm_90a --jobs 8
 //   jitcache --cache-dir /srv/kernels verify
 //   jitcache stats --json
+//   jitcache export --out kernels.bundle --manifest kernels.pins
+//   jitcache --cache-dir /srv/kernels import kernels.bundle --expect-manifest kernels.pins
 #include <unistd.h>
 
 #include <cstdio>
@@ -324,6 +326,47 @@ int Explain(mlajit_cache_t cache, const ParsedArgs& a) {
   return kExitOk;
 }
 
+int Export(mlajit_cache_t cache, const ParsedArgs& a) {
+  const std::string out = a.values.at("--out");
+  auto m = a.values.find("--manifest");
+  LibString json;
+  if (mlajit_status_t s = mlajit_cache_export(cache, out.c_str(), m != a.values.end() ? m->second.c_str() : nullptr,
+                                              &json.p);
+      s != MLAJIT_STATUS_OK) {
+    return Failed("export", s);
+  }
+  if (a.json) return std::printf("%s\n", json.p), kExitOk;
+  std::optional<JsonValue> v = ParseOrComplain(json);
+  if (!v) return kExitFailed;
+  std::printf("exported %lld entries (%s) to %s", static_cast<long long>((*v)["entries"].integer()),
+              FormatBytes((*v)["bytes"].integer()).c_str(), out.c_str());
+  if (m != a.values.end()) std::printf(", manifest %s", m->second.c_str());
+  std::printf("\n");
+  if ((*v)["skipped"].integer() > 0) {
+    std::fprintf(stderr, "jitcache export: %lld invalid entries left out (see jitcache verify)\n",
+                 static_cast<long long>((*v)["skipped"].integer()));
+  }
+  return kExitOk;
+}
+
+int Import(mlajit_cache_t cache, const ParsedArgs& a) {
+  const std::string& bundle = a.positional[0];
+  auto pins = a.values.find("--expect-manifest");
+  LibString json;
+  if (mlajit_status_t s = mlajit_cache_import(cache, bundle.c_str(),
+                                              pins != a.values.end() ? pins->second.c_str() : nullptr, &json.p);
+      s != MLAJIT_STATUS_OK) {
+    return Failed("import", s);
+  }
+  if (a.json) return std::printf("%s\n", json.p), kExitOk;
+  std::optional<JsonValue> v = ParseOrComplain(json);
+  if (!v) return kExitFailed;
+  std::printf("installed %lld entries (%s) from %s%s\n", static_cast<long long>((*v)["installed"].integer()),
+              FormatBytes((*v)["bytes"].integer()).c_str(), bundle.c_str(),
+              pins != a.values.end() ? ", every one pinned" : "");
+  return kExitOk;
+}
+
 int Run(int argc, char** argv) {
   ParsedArgs a;
   std::string error;
@@ -335,6 +378,9 @@ int Run(int argc, char** argv) {
   // Usage errors first: they should not depend on the state of the cache.
   if (a.command == FindCommand("prune") && a.values.empty() && a.switches.empty()) {
     return UsageError("prune needs --max-bytes, --older-than or --stale", a.command);
+  }
+  if (a.command == FindCommand("export") && !a.values.count("--out")) {
+    return UsageError("export needs --out BUNDLE", a.command);
   }
   mlajit_cache_options_t o = MLAJIT_CACHE_OPTIONS_INIT;
   if (a.cache_dir) o.cache_dir = a.cache_dir->c_str();
@@ -349,6 +395,8 @@ int Run(int argc, char** argv) {
   if (cmd == "prune") return Prune(cache, a);
   if (cmd == "clear") return Clear(cache, a);
   if (cmd == "warm") return Warm(cache, a);
+  if (cmd == "export") return Export(cache, a);
+  if (cmd == "import") return Import(cache, a);
   return Explain(cache, a);
 }
 

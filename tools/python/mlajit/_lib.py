@@ -145,6 +145,7 @@ class CacheOptions(ctypes.Structure):
         ("trust_cache_dir", ctypes.c_int),
         ("max_bytes", ctypes.c_uint64),
         ("record_manifest", ctypes.c_char_p),
+        ("pins_file", ctypes.c_char_p),
     ]
 
     def __init__(self, **kwargs):
