@@ -55,7 +55,7 @@ void CheckSchedule(const LayoutView& l, const ScheduleConfig& c, const Schedule&
   // Every tile's KV need, recomputed from the layout: the items must add up to it.
   int64_t needed_tokens = 0;
   for (size_t b = 0; b < batch; ++b) {
-    const mlajit::MlaSeqInfo& q = s.seqs[b];
+    const ::MlaSeqInfo& q = s.seqs[b];
     FUZZ_CHECK(q.q_len == l.qo_indptr[b + 1] - l.qo_indptr[b]);
     FUZZ_CHECK(q.kv_len >= 0);
     const int rows = q.q_len * l.num_heads;
@@ -69,9 +69,9 @@ void CheckSchedule(const LayoutView& l, const ScheduleConfig& c, const Schedule&
   }
   int64_t covered_tokens = 0;
   int32_t partial_items = 0;
-  for (const mlajit::MlaWorkItem& w : s.work) {
+  for (const ::MlaWorkItem& w : s.work) {
     FUZZ_CHECK(w.seq >= 0 && static_cast<size_t>(w.seq) < batch);
-    const mlajit::MlaSeqInfo& q = s.seqs[w.seq];
+    const ::MlaSeqInfo& q = s.seqs[w.seq];
     FUZZ_CHECK(w.row_start >= 0 && (w.row_start < q.q_len * l.num_heads || q.q_len == 0));
     FUZZ_CHECK(0 <= w.kv_start && w.kv_start <= w.kv_end && w.kv_end <= q.kv_len);
     FUZZ_CHECK(w.partial >= -1 && w.partial < s.num_partials);
@@ -81,7 +81,7 @@ void CheckSchedule(const LayoutView& l, const ScheduleConfig& c, const Schedule&
   FUZZ_CHECK(covered_tokens == needed_tokens);
   FUZZ_CHECK(partial_items == s.num_partials);
   int32_t splits = 0;
-  for (const mlajit::MlaCombineItem& m : s.combine) {
+  for (const ::MlaCombineItem& m : s.combine) {
     FUZZ_CHECK(m.num_splits > 1 && m.partial_start == splits);
     splits += m.num_splits;
   }

@@ -1,6 +1,7 @@
 #include "src/plan/scheduler.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "absl/strings/str_cat.h"
 #include "src/base/mla_types.h"
@@ -142,6 +143,16 @@ absl::Status ValidateLayout(const LayoutView& l) {
   if (!l.kv_lens.empty() && l.kv_lens.size() != batch) {
     return absl::InvalidArgumentError(
         absl::StrCat("kv_lens has ", l.kv_lens.size(), " entries: expected batch_size=", batch));
+  }
+  // Full pages: the token count span * page_size must fit the int32 lengths the
+  // kernel reads (kv_indptr counts pages, so a valid-looking span can overflow).
+  for (size_t b = 0; b < batch && l.kv_lens.empty(); ++b) {
+    const int64_t tokens = int64_t{l.kv_indptr[b + 1] - l.kv_indptr[b]} * l.page_size;
+    if (tokens > INT32_MAX) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "kv_indptr[", b + 1, "] - kv_indptr[", b, "] = ", tokens / l.page_size, " pages of ",
+          l.page_size, " = ", tokens, " tokens: a sequence holds at most ", INT32_MAX));
+    }
   }
   for (size_t b = 0; b < batch && !l.kv_lens.empty(); ++b) {
     const int64_t capacity = int64_t{l.kv_indptr[b + 1] - l.kv_indptr[b]} * l.page_size;
