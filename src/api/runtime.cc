@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "src/api/c_api_internal.h"
+#include "src/api/validation.h"
 #include "src/base/log.h"
 #include "src/base/mla_types.h"
 #include "src/base/status_macros.h"
@@ -15,55 +16,6 @@
 
 namespace mlajit::api_internal {
 namespace {
-
-absl::Status CheckStructSize(uint32_t got, size_t want, const char* name) {
-  if (got < want) {
-    return absl::InvalidArgumentError(absl::StrCat(name, "->struct_size=", got, ": expected >= ",
-                                                   want, " (initialise with the _INIT macro)"));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ValidateConfig(const mlajit_plan_config_t* c) {
-  if (c == nullptr) return absl::InvalidArgumentError("config is null");
-  MLAJIT_RETURN_IF_ERROR(CheckStructSize(c->struct_size, sizeof(*c), "config"));
-  if (c->num_heads < 1 || c->num_heads > kMaxHeads) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("config.num_heads=", c->num_heads, ": must be in 1..", kMaxHeads));
-  }
-  if (!IsValidKvFormat(c->kv_format)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "config.kv_format=", static_cast<int>(c->kv_format), ": must be 0 (bf16), 1 (fp8_e4m3) or 2 (mxfp4)"));
-  }
-  if (!IsValidQMode(c->q_mode)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "config.q_mode=", static_cast<int>(c->q_mode), ": must be 0 (bf16) or 1 (fp8)"));
-  }
-  if (c->causal != 0 && c->causal != 1) {
-    return absl::InvalidArgumentError(absl::StrCat("config.causal=", c->causal, ": must be 0 or 1"));
-  }
-  if (c->write_lse != 0 && c->write_lse != 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("config.write_lse=", c->write_lse, ": must be 0 or 1"));
-  }
-  if (!(c->sm_scale > 0.0f) || !std::isfinite(c->sm_scale)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("config.sm_scale=", c->sm_scale, ": must be finite and > 0"));
-  }
-  if (!IsValidPageSize(c->page_size)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "config.page_size=", c->page_size, ": must be 0 (flat), 1, 16, 32, 64 or 128"));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckAligned(const void* p, size_t alignment, const char* name) {
-  if (reinterpret_cast<uintptr_t>(p) % alignment != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("args.", name, "=", absl::Hex(reinterpret_cast<uintptr_t>(p)),
-                                                   ": must be ", alignment, "-byte aligned"));
-  }
-  return absl::OkStatus();
-}
 
 absl::uint128 HashLayout(const plan::LayoutView& l, const plan::ScheduleConfig& c) {
   XXH3_state_t* st = XXH3_createState();
@@ -175,16 +127,8 @@ absl::StatusOr<std::unique_ptr<Plan>> Plan::Create(Runtime* runtime,
                                                    const int32_t* kv_indptr,
                                                    const int32_t* kv_lens) {
   if (runtime == nullptr) return absl::InvalidArgumentError("runtime is null");
-  MLAJIT_RETURN_IF_ERROR(ValidateConfig(config));
-  if (batch_size < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("batch_size=", batch_size, ": must be >= 0"));
-  }
-  if (qo_indptr == nullptr) return absl::InvalidArgumentError("qo_indptr is null");
-  if (kv_indptr == nullptr) return absl::InvalidArgumentError("kv_indptr is null");
-  if (kv_lens != nullptr && config->page_size == 0) {
-    return absl::InvalidArgumentError(
-        "kv_lens given with config.page_size=0: a flat layout takes lengths from kv_indptr");
-  }
+  MLAJIT_RETURN_IF_ERROR(ValidatePlanConfig(config));
+  MLAJIT_RETURN_IF_ERROR(ValidatePlanInputs(*config, batch_size, qo_indptr, kv_indptr, kv_lens));
   plan::LayoutView layout;
   layout.num_heads = config->num_heads;
   layout.page_size = config->page_size;
@@ -233,46 +177,7 @@ absl::StatusOr<std::unique_ptr<Plan>> Plan::Create(Runtime* runtime,
 }
 
 absl::Status Plan::ValidateArgs(const mlajit_decode_args_t* a) const {
-  if (a == nullptr) return absl::InvalidArgumentError("args is null");
-  MLAJIT_RETURN_IF_ERROR(CheckStructSize(a->struct_size, sizeof(*a), "args"));
-  const bool empty = schedule_->total_q == 0;
-  if (!empty) {
-    if (a->q == nullptr) return absl::InvalidArgumentError("args.q is null: expected a device pointer to [total_q, num_heads, 576] bf16");
-    if (a->out == nullptr) return absl::InvalidArgumentError("args.out is null: expected a device pointer to [total_q, num_heads, 512] bf16");
-    if (a->kv == nullptr) return absl::InvalidArgumentError("args.kv is null: expected a device pointer to the KV cache");
-    MLAJIT_RETURN_IF_ERROR(CheckAligned(a->q, 16, "q"));
-    MLAJIT_RETURN_IF_ERROR(CheckAligned(a->out, 16, "out"));
-    MLAJIT_RETURN_IF_ERROR(CheckAligned(a->kv, config_.kv_format == MLAJIT_KV_FORMAT_MXFP4 ? 2 : 16, "kv"));
-  }
-  if (config_.write_lse && !empty && a->lse == nullptr) {
-    return absl::InvalidArgumentError("args.lse is null but the plan was built with config.write_lse=1");
-  }
-  if (!config_.write_lse && a->lse != nullptr) {
-    return absl::InvalidArgumentError("args.lse is set but the plan was built with config.write_lse=0");
-  }
-  if (a->lse != nullptr) MLAJIT_RETURN_IF_ERROR(CheckAligned(a->lse, 4, "lse"));
-  if (config_.page_size > 0 && !empty && a->kv_indices == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "args.kv_indices is null but the plan is paged (page_size=", config_.page_size, ")"));
-  }
-  if (config_.page_size == 0 && a->kv_indices != nullptr) {
-    return absl::InvalidArgumentError("args.kv_indices is set but the plan is flat (page_size=0)");
-  }
-  if (config_.kv_format == MLAJIT_KV_FORMAT_FP8_E4M3 &&
-      (!(a->kv_scale > 0.0f) || !std::isfinite(a->kv_scale))) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("args.kv_scale=", a->kv_scale, ": must be finite and > 0 for fp8 KV"));
-  }
-  if (a->kv_bytes != 0) {
-    const uint64_t token_bytes = KvBytesPerToken(static_cast<KvFormat>(config_.kv_format));
-    const uint64_t slots = config_.page_size == 0 ? kv_extent_ : 0;  // paged: ids live on the device
-    if (slots * token_bytes > a->kv_bytes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "args.kv_bytes=", a->kv_bytes, ": the plan addresses ", slots, " tokens of ",
-          token_bytes, " bytes (", slots * token_bytes, " bytes)"));
-    }
-  }
-  return absl::OkStatus();
+  return ValidateDecodeArgs(a, config_, schedule_->total_q, config_.page_size == 0 ? kv_extent_ : 0);
 }
 
 absl::Status Plan::Decode(const mlajit_decode_args_t* a, void* stream) const {

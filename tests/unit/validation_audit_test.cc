@@ -134,7 +134,7 @@ TEST(ValidationAudit, DecodePlanNull) {
 // ---- plan layout (plan::ValidateLayout, run by plan_create) ----------------
 
 struct LayoutCase {
-  std::vector<int32_t> qo, kv, lens;
+  std::vector<int32_t> qo{}, kv{}, lens{};
   int heads = 16, page = 0;
 };
 absl::Status Check(const LayoutCase& c) {
