@@ -1,6 +1,7 @@
 #include "src/api/validation.h"
 
 #include <cmath>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "src/base/mla_types.h"
@@ -15,6 +16,14 @@ absl::Status CheckAligned(const void* p, size_t alignment, const char* name) {
                                                    ": must be ", alignment, "-byte aligned"));
   }
   return absl::OkStatus();
+}
+
+template <typename Enum>
+int32_t RawEnum(const Enum& e) {
+  static_assert(sizeof(Enum) == sizeof(int32_t), "C enums are int-sized on our targets");
+  int32_t v;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
 }
 
 }  // namespace
@@ -34,13 +43,17 @@ absl::Status ValidatePlanConfig(const mlajit_plan_config_t* c) {
     return absl::InvalidArgumentError(
         absl::StrCat("config.num_heads=", c->num_heads, ": must be in 1..", kMaxHeads));
   }
-  if (!IsValidKvFormat(c->kv_format)) {
+  // A C caller may store any int in an enum field, and loading an out-of-range
+  // value through the C++ enum type is undefined: read the raw integers.
+  const int32_t kv_format = RawEnum(c->kv_format);
+  const int32_t q_mode = RawEnum(c->q_mode);
+  if (!IsValidKvFormat(kv_format)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "config.kv_format=", static_cast<int>(c->kv_format), ": must be 0 (bf16), 1 (fp8_e4m3) or 2 (mxfp4)"));
+        "config.kv_format=", kv_format, ": must be 0 (bf16), 1 (fp8_e4m3) or 2 (mxfp4)"));
   }
-  if (!IsValidQMode(c->q_mode)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "config.q_mode=", static_cast<int>(c->q_mode), ": must be 0 (bf16) or 1 (fp8)"));
+  if (!IsValidQMode(q_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config.q_mode=", q_mode, ": must be 0 (bf16) or 1 (fp8)"));
   }
   if (c->causal != 0 && c->causal != 1) {
     return absl::InvalidArgumentError(absl::StrCat("config.causal=", c->causal, ": must be 0 or 1"));
