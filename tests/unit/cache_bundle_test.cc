@@ -14,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/unit/temp_dir.h"
 #include "mlajit/mlajit.h"
 #include "src/base/log.h"
 #include "src/cache/kernel_cache.h"
@@ -39,21 +40,7 @@ void WriteAll(const std::string& path, const std::string& data) {
   out << data;
 }
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "mlajit_bundle.XXXXXX").string();
-    path_ = mkdtemp(tmpl.data()) ? tmpl : "";
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) fs::remove_all(path_, ec);
-  }
-  std::string Sub(absl::string_view name) const { return absl::StrCat(path_, "/", name); }
-
- private:
-  std::string path_;
-};
+using test_support::TempDir;
 
 struct Kernel {
   CacheKey key;

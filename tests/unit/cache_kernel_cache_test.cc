@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
+#include "tests/unit/temp_dir.h"
 #include "src/base/log.h"
 #include "src/cache/disk_tier.h"
 #include "src/cache/entry_format.h"
@@ -75,29 +76,7 @@ std::vector<std::string> FilesUnder(const std::string& root, absl::string_view c
   return out;
 }
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "mlajit_cache_test.XXXXXX").string();
-    path_ = mkdtemp(tmpl.data()) ? tmpl : "";
-  }
-  ~TempDir() {
-    if (path_.empty()) return;
-    // Tests chmod things read-only: give write permission back before removing.
-    std::error_code ec;
-    for (auto it = fs::recursive_directory_iterator(path_, ec);
-         it != fs::recursive_directory_iterator(); it.increment(ec)) {
-      if (it->is_directory(ec)) chmod(it->path().c_str(), 0700);
-    }
-    chmod(path_.c_str(), 0700);
-    fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-  std::string Sub(absl::string_view name) const { return absl::StrCat(path_, "/", name); }
-
- private:
-  std::string path_;
-};
+using test_support::TempDir;
 
 class LogCapture {
  public:
