@@ -7,9 +7,7 @@
 // object manager (comgr) that hiprtc uses, and Compile never passes anything else.
 // Compiles are serialised: hiprtc of that era is not reliably thread-safe.
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
-#include <functional>
 #include <memory>
 
 #include "absl/status/status.h"
@@ -23,6 +21,7 @@
 #include "src/jit/compiler.h"
 #include "src/jit/compiler_internal.h"
 #include "src/jit/dynamic_library.h"
+#include "src/jit/rtc_compile.h"
 
 namespace mlajit::jit {
 namespace {
@@ -208,49 +207,10 @@ class HiprtcCompilerImpl final : public Compiler {
                                                const std::vector<std::string>& options,
                                                const std::string& arch)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    auto start = std::chrono::steady_clock::now();
-    std::vector<const char*> header_texts, header_names, opts;
-    for (const HeaderFile& h : source.headers) {
-      header_texts.push_back(h.contents.c_str());
-      header_names.push_back(h.name.c_str());
-    }
-    for (const std::string& o : options) opts.push_back(o.c_str());
-    HiprtcProgram prog = nullptr;
-    int rc = api_.CreateProgram(&prog, source.source.c_str(), source.program_name.c_str(),
-                                static_cast<int>(header_texts.size()), header_texts.data(),
-                                header_names.data());
-    if (rc != kHiprtcSuccess) {
-      return absl::InternalError(absl::StrCat("hiprtcCreateProgram(", source.program_name,
-                                              ") failed: ", ErrorString(rc)));
-    }
-    std::unique_ptr<HiprtcProgramOpaque, std::function<void(HiprtcProgramOpaque*)>> guard(
-        prog, [this](HiprtcProgramOpaque* p) { api_.DestroyProgram(&p); });
-    rc = api_.CompileProgram(prog, static_cast<int>(opts.size()), opts.data());
-    CompiledBinary out;
-    size_t size = 0;
-    if (api_.GetProgramLogSize(prog, &size) == kHiprtcSuccess && size > 1) {
-      out.log.resize(size);
-      if (api_.GetProgramLog(prog, out.log.data()) != kHiprtcSuccess) out.log.clear();
-      while (!out.log.empty() && (out.log.back() == '\0' || out.log.back() == '\n')) out.log.pop_back();
-    }
-    if (rc != kHiprtcSuccess) {
-      return absl::InternalError(
-          absl::StrCat("hiprtc failed to compile ", source.program_name, " for ", arch, " (",
-                       ErrorString(rc), "); options: ", absl::StrJoin(options, " "),
-                       "\ncompiler log:\n", out.log));
-    }
-    if (api_.GetCodeSize(prog, &size) != kHiprtcSuccess || size == 0) {
-      return absl::InternalError(absl::StrCat("hiprtcGetCodeSize(", source.program_name,
-                                              ") returned no code"));
-    }
-    out.binary.resize(size);
-    if ((rc = api_.GetCode(prog, out.binary.data())) != kHiprtcSuccess) {
-      return absl::InternalError(
-          absl::StrCat("hiprtcGetCode(", source.program_name, "): ", ErrorString(rc)));
-    }
-    out.compile_ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    return out;
+    static constexpr jit_internal::RtcNames kNames{"hiprtc", "hiprtcGetCodeSize", "hiprtcGetCode"};
+    return jit_internal::RtcCompile(api_, kHiprtcSuccess, api_.GetCodeSize, api_.GetCode, kNames,
+                                    [this](int rc) { return ErrorString(rc); }, source, options,
+                                    arch);
   }
 
   std::string ErrorString(int rc) const {

@@ -8,10 +8,8 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
 #include <fstream>
-#include <functional>
 #include <memory>
 #include <sstream>
 
@@ -28,6 +26,7 @@
 #include "src/jit/compiler.h"
 #include "src/jit/compiler_internal.h"
 #include "src/jit/dynamic_library.h"
+#include "src/jit/rtc_compile.h"
 
 namespace mlajit::jit {
 namespace {
@@ -173,46 +172,10 @@ class NvrtcCompilerImpl final : public Compiler {
                                          const std::vector<std::string>& options,
                                          const std::string& arch) override {
     MLAJIT_RETURN_IF_ERROR(CheckArch(arch));
-    auto start = std::chrono::steady_clock::now();
-    std::vector<const char*> header_texts, header_names, opts;
-    for (const HeaderFile& h : source.headers) {
-      header_texts.push_back(h.contents.c_str());
-      header_names.push_back(h.name.c_str());
-    }
-    for (const std::string& o : options) opts.push_back(o.c_str());
-
-    NvrtcProgram prog = nullptr;
-    int rc = api_.CreateProgram(&prog, source.source.c_str(), source.program_name.c_str(),
-                                static_cast<int>(header_texts.size()), header_texts.data(),
-                                header_names.data());
-    if (rc != kNvrtcSuccess) {
-      return absl::InternalError(absl::StrCat("nvrtcCreateProgram(", source.program_name,
-                                              ") failed: ", ErrorString(rc)));
-    }
-    std::unique_ptr<NvrtcProgramOpaque, std::function<void(NvrtcProgramOpaque*)>> guard(
-        prog, [this](NvrtcProgramOpaque* p) { api_.DestroyProgram(&p); });
-    rc = api_.CompileProgram(prog, static_cast<int>(opts.size()), opts.data());
-    CompiledBinary out;
-    out.log = ProgramLog(prog);
-    if (rc != kNvrtcSuccess) {
-      return absl::InternalError(
-          absl::StrCat("nvrtc failed to compile ", source.program_name, " for ", arch, " (",
-                       ErrorString(rc), "); options: ", absl::StrJoin(options, " "),
-                       "\ncompiler log:\n", out.log));
-    }
-    size_t size = 0;
-    if ((rc = api_.GetCUBINSize(prog, &size)) != kNvrtcSuccess || size == 0) {
-      return absl::InternalError(absl::StrCat("nvrtcGetCUBINSize(", source.program_name,
-                                              "): ", ErrorString(rc), ", size ", size));
-    }
-    out.binary.resize(size);
-    if ((rc = api_.GetCUBIN(prog, out.binary.data())) != kNvrtcSuccess) {
-      return absl::InternalError(
-          absl::StrCat("nvrtcGetCUBIN(", source.program_name, "): ", ErrorString(rc)));
-    }
-    out.compile_ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    return out;
+    static constexpr jit_internal::RtcNames kNames{"nvrtc", "nvrtcGetCUBINSize", "nvrtcGetCUBIN"};
+    return jit_internal::RtcCompile(api_, kNvrtcSuccess, api_.GetCUBINSize, api_.GetCUBIN, kNames,
+                                    [this](int rc) { return ErrorString(rc); }, source, options,
+                                    arch);
   }
 
  private:
