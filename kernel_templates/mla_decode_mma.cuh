@@ -195,9 +195,17 @@ MLA_INLINE void IssueKvTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j
       const int chunks = static_cast<int>((end - base + 15) / 16);
       for (int ch = threadIdx.x; ch < chunks; ch += NUM_THREADS) {
         const u8* src = base + ch * 16;
-        const int bytes = static_cast<int>(min(static_cast<long long>(16), static_cast<long long>(end - src)));
-        asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(SmemAddr(stage + ch * 16)),
-                     "l"(src), "r"(bytes));
+        const long long bytes = end - src;
+        if (bytes >= 16) {
+          CpAsync16(stage + ch * 16, src, true);
+        } else {
+          // The short last chunk: plain 2-byte loads (records are 2-byte
+          // aligned) so that no access, not even a zero-filled cp.async tail,
+          // reaches past the last token: the buffer may end right there.
+          for (int h = 0; h < bytes / 2; ++h) {
+            reinterpret_cast<u16*>(stage + ch * 16)[h] = reinterpret_cast<const u16*>(src)[h];
+          }
+        }
       }
       return;
     }
