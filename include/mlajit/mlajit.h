@@ -230,7 +230,12 @@ typedef struct mlajit_runtime_options {
 } mlajit_runtime_options_t;
 #define MLAJIT_RUNTIME_OPTIONS_INIT { sizeof(mlajit_runtime_options_t), 0, NULL }
 
-/* One runtime per device. Thread-safe. FAILED_PRECONDITION without a GPU/driver. */
+/* One runtime per device. Thread-safe. FAILED_PRECONDITION without a GPU/driver.
+ * Several devices in one process (tensor parallelism): one runtime per device;
+ * runtimes with the same cache options share one in-process cache, so a spec
+ * compiles once for all of them, while each loads its own module. Every call
+ * leaves the calling thread's current device/context as it found it. Decode
+ * rejects (INVALID_ARGUMENT) buffers and streams that belong to another device. */
 MLAJIT_API mlajit_status_t mlajit_runtime_create(const mlajit_runtime_options_t* options,
                                                  mlajit_runtime_t* runtime);
 MLAJIT_API void mlajit_runtime_free(mlajit_runtime_t runtime);

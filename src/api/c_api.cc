@@ -10,6 +10,7 @@
 #include "src/api/c_api_internal.h"
 #include "src/api/runtime.h"
 #include "src/base/log.h"
+#include "src/gpu/backend.h"
 
 struct mlajit_runtime {
   std::unique_ptr<mlajit::api_internal::Runtime> impl;
@@ -63,13 +64,19 @@ mlajit_status_t mlajit_runtime_create(const mlajit_runtime_options_t* options,
                                       mlajit_runtime_t* runtime) {
   if (runtime == nullptr) return ToC(absl::InvalidArgumentError("runtime (output) is null"));
   *runtime = nullptr;
+  auto backend = mlajit::gpu::DefaultBackend();
+  mlajit::gpu::ScopedDeviceRestore restore(backend.ok() ? *backend : nullptr);
   auto rt = mlajit::api_internal::Runtime::Create(options);
   if (!rt.ok()) return ToC(rt.status());
   *runtime = new mlajit_runtime{std::move(rt).value()};
   return MLAJIT_STATUS_OK;
 }
 
-void mlajit_runtime_free(mlajit_runtime_t runtime) { delete runtime; }
+void mlajit_runtime_free(mlajit_runtime_t runtime) {
+  if (runtime == nullptr) return;
+  mlajit::gpu::ScopedDeviceRestore restore(runtime->impl->backend());
+  delete runtime;
+}
 
 const char* mlajit_runtime_arch(mlajit_runtime_t runtime) {
   return runtime == nullptr ? "" : runtime->impl->properties().arch.c_str();
@@ -82,6 +89,7 @@ mlajit_status_t mlajit_plan_create(mlajit_runtime_t runtime, const mlajit_plan_c
   if (plan == nullptr) return ToC(absl::InvalidArgumentError("plan (output) is null"));
   *plan = nullptr;
   if (runtime == nullptr) return ToC(absl::InvalidArgumentError("runtime is null"));
+  mlajit::gpu::ScopedDeviceRestore restore(runtime->impl->backend());
   auto p = mlajit::api_internal::Plan::Create(runtime->impl.get(), config, batch_size, qo_indptr,
                                               kv_indptr, kv_lens);
   if (!p.ok()) return ToC(p.status());
@@ -89,11 +97,16 @@ mlajit_status_t mlajit_plan_create(mlajit_runtime_t runtime, const mlajit_plan_c
   return MLAJIT_STATUS_OK;
 }
 
-void mlajit_plan_free(mlajit_plan_t plan) { delete plan; }
+void mlajit_plan_free(mlajit_plan_t plan) {
+  if (plan == nullptr) return;
+  mlajit::gpu::ScopedDeviceRestore restore(plan->impl->runtime()->backend());
+  delete plan;
+}
 
 mlajit_status_t mlajit_decode(mlajit_plan_t plan, const mlajit_decode_args_t* args,
                               void* stream) {
   if (plan == nullptr) return ToC(absl::InvalidArgumentError("plan is null"));
+  mlajit::gpu::ScopedDeviceRestore restore(plan->impl->runtime()->backend());
   return ToC(plan->impl->Decode(args, stream));
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "src/api/c_api_internal.h"
 #include "src/api/validation.h"
 #include "src/base/log.h"
@@ -33,6 +34,36 @@ absl::uint128 HashLayout(const plan::LayoutView& l, const plan::ScheduleConfig& 
   return absl::MakeUint128(h.high64, h.low64);
 }
 
+// The process-wide registry behind Runtime::compiler_, keyed by every cache
+// option that changes behaviour. Entries are weak: the compiler (and its memory
+// tier) goes away with the last runtime that uses it.
+absl::StatusOr<std::shared_ptr<jit::KernelCompiler>> SharedCompiler(
+    const cache::CacheOptions& o) {
+  static absl::Mutex mu(absl::kConstInit);
+  static auto* registry =
+      new absl::flat_hash_map<std::string, std::weak_ptr<jit::KernelCompiler>>();
+  const std::string key = absl::StrJoin(
+      {o.cache_dir, o.prebuilt_dir, o.record_manifest, o.pins_file, o.library_version,
+       absl::StrCat(o.memory_only, o.disable_jit, o.save_source, o.trust_cache_dir),
+       absl::StrCat(o.max_bytes), absl::StrCat(o.lock_timeout_s),
+       absl::StrCat(o.use_record_interval_s)},
+      "\x1f");
+  absl::MutexLock lock(&mu);
+  if (auto it = registry->find(key); it != registry->end()) {
+    if (std::shared_ptr<jit::KernelCompiler> live = it->second.lock()) return live;
+  }
+  MLAJIT_ASSIGN_OR_RETURN(std::unique_ptr<cache::KernelCache> cache,
+                          cache::KernelCache::Open(o));
+  MLAJIT_ASSIGN_OR_RETURN(std::unique_ptr<jit::KernelCompiler> compiler,
+                          jit::KernelCompiler::Create(std::move(cache)));
+  std::shared_ptr<jit::KernelCompiler> shared(std::move(compiler));
+  // Drop entries whose compilers are gone, so the map stays as small as the set
+  // of live configurations.
+  absl::erase_if(*registry, [](const auto& entry) { return entry.second.expired(); });
+  (*registry)[key] = shared;
+  return shared;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const mlajit_runtime_options_t* options) {
@@ -50,9 +81,7 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const mlajit_runtime_op
   rt->device_ = options->device_index;
   MLAJIT_ASSIGN_OR_RETURN(rt->props_, rt->backend_->GetDeviceProperties(rt->device_));
   MLAJIT_ASSIGN_OR_RETURN(cache::CacheOptions cache_options, ResolveCacheOptions(options->cache, "mlajit_runtime_create"));
-  MLAJIT_ASSIGN_OR_RETURN(std::unique_ptr<cache::KernelCache> cache,
-                          cache::KernelCache::Open(cache_options));
-  MLAJIT_ASSIGN_OR_RETURN(rt->compiler_, jit::KernelCompiler::Create(std::move(cache)));
+  MLAJIT_ASSIGN_OR_RETURN(rt->compiler_, SharedCompiler(cache_options));
   MLAJIT_LOG_INFO("runtime on device ", rt->device_, ": ", rt->props_.name, " (", rt->props_.arch,
                   ", ", rt->props_.sm_count, " SMs)");
   return rt;
@@ -64,6 +93,14 @@ Runtime::~Runtime() {
     absl::Status s = backend_->UnloadModule(device_, k->module);
     if (!s.ok()) MLAJIT_LOG_WARN("unloading ", jit::SpecName(spec), ": ", s.message());
   }
+}
+
+absl::Status Runtime::CheckDevicePointer(const void* p, const char* name) const {
+  const int owner = backend_->PointerDevice(p);
+  if (owner < 0 || owner == device_) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      name, "=0x", absl::Hex(reinterpret_cast<uintptr_t>(p)), ": memory of device ", owner,
+      ", but this plan runs on device ", device_, ": pass buffers allocated on device ", device_));
 }
 
 absl::StatusOr<const LoadedKernel*> Runtime::GetKernel(const jit::KernelSpec& spec,
@@ -177,11 +214,20 @@ absl::StatusOr<std::unique_ptr<Plan>> Plan::Create(Runtime* runtime,
 }
 
 absl::Status Plan::ValidateArgs(const mlajit_decode_args_t* a) const {
-  return ValidateDecodeArgs(a, config_, schedule_->total_q, config_.page_size == 0 ? kv_extent_ : 0);
+  MLAJIT_RETURN_IF_ERROR(
+      ValidateDecodeArgs(a, config_, schedule_->total_q, config_.page_size == 0 ? kv_extent_ : 0));
+  // Which device each buffer lives on: one driver query per pointer (well under
+  // a microsecond each), worth it because a fault would poison the context.
+  MLAJIT_RETURN_IF_ERROR(runtime_->CheckDevicePointer(a->q, "args.q"));
+  MLAJIT_RETURN_IF_ERROR(runtime_->CheckDevicePointer(a->kv, "args.kv"));
+  MLAJIT_RETURN_IF_ERROR(runtime_->CheckDevicePointer(a->kv_indices, "args.kv_indices"));
+  MLAJIT_RETURN_IF_ERROR(runtime_->CheckDevicePointer(a->out, "args.out"));
+  return runtime_->CheckDevicePointer(a->lse, "args.lse");
 }
 
 absl::Status Plan::Decode(const mlajit_decode_args_t* a, void* stream) const {
   MLAJIT_RETURN_IF_ERROR(ValidateArgs(a));
+  MLAJIT_RETURN_IF_ERROR(runtime_->backend()->CheckStream(runtime_->device(), stream));
   const plan::Schedule& s = *schedule_;
   if (s.total_q == 0) return absl::OkStatus();
   gpu::Backend* b = runtime_->backend();

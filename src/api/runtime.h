@@ -50,9 +50,16 @@ class Runtime {
   absl::StatusOr<std::shared_ptr<const plan::Schedule>> GetSchedule(
       const plan::LayoutView& layout, const plan::ScheduleConfig& config);
 
+  // kInvalidArgument when `p` (named `name` in the message) is memory of a
+  // device other than this runtime's: the kernel would fault on it, and a fault
+  // poisons the whole CUDA context of the process. Unclassifiable pointers
+  // (host, managed, other allocators) pass.
+  absl::Status CheckDevicePointer(const void* p, const char* name) const;
+
   gpu::Backend* backend() const { return backend_; }
   int device() const { return device_; }
   const gpu::DeviceProperties& properties() const { return props_; }
+  const jit::KernelCompiler& compiler() const { return *compiler_; }
 
  private:
   Runtime() = default;
@@ -60,7 +67,11 @@ class Runtime {
   gpu::Backend* backend_ = nullptr;
   int device_ = 0;
   gpu::DeviceProperties props_;
-  std::unique_ptr<jit::KernelCompiler> compiler_;
+  // Shared by every runtime of the process with the same cache configuration
+  // (one per device in a tensor-parallel engine): one memory tier, one
+  // single-flight, so a spec compiles once however many devices load it. The
+  // loaded modules (kernels_) stay per runtime: a module belongs to a device.
+  std::shared_ptr<jit::KernelCompiler> compiler_;
 
   absl::Mutex kernels_mu_;
   absl::flat_hash_map<jit::KernelSpec, std::unique_ptr<LoadedKernel>> kernels_
@@ -81,6 +92,7 @@ class Plan {
   absl::Status ValidateArgs(const mlajit_decode_args_t* args) const;
   absl::Status Decode(const mlajit_decode_args_t* args, void* stream) const;
 
+  Runtime* runtime() const { return runtime_; }
   const jit::KernelSpec& spec() const { return kernel_->spec; }
   const plan::Schedule& schedule() const { return *schedule_; }
 

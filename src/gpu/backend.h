@@ -59,6 +59,22 @@ class Backend {
   virtual absl::StatusOr<DeviceProperties> GetDeviceProperties(int device) = 0;
   // Makes the device's primary context current on this thread.
   virtual absl::Status SetCurrentDevice(int device) = 0;
+  // The calling thread's device binding (CUDA: the current context; HIP: the
+  // current device) as an opaque token, and putting it back. Every call above
+  // that names a device changes the binding; the public entry points restore
+  // the caller's with ScopedDeviceRestore so that an engine's own CUDA/HIP calls
+  // keep going to the device it chose.
+  virtual uintptr_t SaveCurrent() = 0;
+  virtual void RestoreCurrent(uintptr_t saved) = 0;
+  // kInvalidArgument when work enqueued on `stream` would not run on `device`
+  // (CUDA: the stream belongs to another context). nullptr and the special
+  // default-stream handles belong to every device. Backends that cannot tell
+  // return OK.
+  virtual absl::Status CheckStream(int device, StreamHandle stream) = 0;
+  // The ordinal of the device whose memory `p` points into, or -1 when that is
+  // not one device's memory or cannot be told (host, managed, unknown to the
+  // driver, or a backend without pointer queries). Cheap: no synchronisation.
+  virtual int PointerDevice(const void* p) = 0;
 
   // Loads a compiled binary (cubin / code object) on `device`.
   virtual absl::StatusOr<ModuleHandle> LoadModule(int device,
@@ -90,6 +106,22 @@ class Backend {
   virtual absl::Status RecordEvent(int device, EventHandle event, StreamHandle stream) = 0;
   virtual absl::Status EventSynchronize(int device, EventHandle event) = 0;
   virtual absl::StatusOr<float> ElapsedMs(EventHandle start, EventHandle end) = 0;
+};
+
+// Restores the calling thread's device binding on scope exit.
+class ScopedDeviceRestore {
+ public:
+  explicit ScopedDeviceRestore(Backend* backend)
+      : backend_(backend), saved_(backend != nullptr ? backend->SaveCurrent() : 0) {}
+  ~ScopedDeviceRestore() {
+    if (backend_ != nullptr) backend_->RestoreCurrent(saved_);
+  }
+  ScopedDeviceRestore(const ScopedDeviceRestore&) = delete;
+  ScopedDeviceRestore& operator=(const ScopedDeviceRestore&) = delete;
+
+ private:
+  Backend* backend_;
+  uintptr_t saved_;
 };
 
 // dlopens libcuda.so.1. kFailedPrecondition (with the dlerror text) when absent

@@ -165,6 +165,70 @@ class CudaBackend final : public Backend {
 
   absl::Status SetCurrentDevice(int device) override { return MakeCurrent(device); }
 
+  uintptr_t SaveCurrent() override {
+    CUcontext ctx = nullptr;
+    if (api_.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS) ctx = nullptr;
+    return reinterpret_cast<uintptr_t>(ctx);
+  }
+
+  void RestoreCurrent(uintptr_t saved) override {
+    CUcontext now = nullptr;
+    if (api_.cuCtxGetCurrent(&now) == CUDA_SUCCESS && reinterpret_cast<uintptr_t>(now) == saved) {
+      return;
+    }
+    // Nothing useful to do on failure: the caller's context was valid a moment
+    // ago, and the next call that names a device sets its own anyway.
+    (void)api_.cuCtxSetCurrent(reinterpret_cast<CUcontext>(saved));
+  }
+
+  absl::Status CheckStream(int device, StreamHandle stream) override {
+    MLAJIT_RETURN_IF_ERROR(CheckDevice(device));
+    const auto handle = reinterpret_cast<uintptr_t>(stream);
+    // The legacy and per-thread default streams are per context: they run on
+    // whichever context is current at enqueue, which Launch makes ours.
+    if (handle == 0 || handle == reinterpret_cast<uintptr_t>(CU_STREAM_LEGACY) ||
+        handle == reinterpret_cast<uintptr_t>(CU_STREAM_PER_THREAD)) {
+      return absl::OkStatus();
+    }
+    CUcontext ctx = nullptr;
+    CUresult r = api_.cuStreamGetCtx(static_cast<CUstream>(stream), &ctx);
+    if (r != CUDA_SUCCESS) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "stream=0x", absl::Hex(handle), ": not a usable CUDA stream (",
+          Error(r, "cuStreamGetCtx").message(), ")"));
+    }
+    if (ctx == contexts_[device].load(std::memory_order_acquire)) return absl::OkStatus();
+    for (int d = 0; d < device_count_; ++d) {
+      if (ctx == contexts_[d].load(std::memory_order_acquire)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("stream=0x", absl::Hex(handle), ": belongs to device ", d,
+                         ", but this runtime runs on device ", device,
+                         ": pass a stream created on device ", device));
+      }
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        "stream=0x", absl::Hex(handle), ": belongs to a CUDA context other than device ", device,
+        "'s primary context (the one the CUDA runtime uses): create the stream with the CUDA "
+        "runtime on device ", device));
+  }
+
+  int PointerDevice(const void* p) override {
+    if (p == nullptr) return -1;
+    CUpointer_attribute attributes[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                        CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                                        CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+    unsigned int memory_type = 0;
+    unsigned int is_managed = 0;  // the driver writes a bool-sized value; zeroed first
+    int ordinal = -1;
+    void* values[] = {&memory_type, &is_managed, &ordinal};
+    if (api_.cuPointerGetAttributes(3, attributes, values,
+                                    reinterpret_cast<CUdeviceptr>(p)) != CUDA_SUCCESS) {
+      return -1;
+    }
+    if (is_managed != 0 || memory_type != CU_MEMORYTYPE_DEVICE) return -1;
+    return ordinal >= 0 && ordinal < device_count_ ? ordinal : -1;
+  }
+
   absl::StatusOr<ModuleHandle> LoadModule(int device,
                                           absl::Span<const uint8_t> binary) override {
     if (binary.empty()) {

@@ -39,6 +39,9 @@ namespace mlajit::gpu::gpu_internal {
   X(cuDevicePrimaryCtxRetain)           \
   X(cuDevicePrimaryCtxRelease)          \
   X(cuCtxSetCurrent)                    \
+  X(cuCtxGetCurrent)                    \
+  X(cuStreamGetCtx)                     \
+  X(cuPointerGetAttributes)             \
   X(cuModuleLoadDataEx)                 \
   X(cuModuleUnload)                     \
   X(cuModuleGetFunction)                \

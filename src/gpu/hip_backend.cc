@@ -67,6 +67,7 @@ using GetDevicePropertiesFn = hipError_t (*)(void* prop, int device);
   X(hipInit)                    \
   X(hipGetDeviceCount)          \
   X(hipSetDevice)               \
+  X(hipGetDevice)               \
   X(hipDeviceGet)               \
   X(hipDeviceGetName)           \
   X(hipDeviceGetAttribute)      \
@@ -207,6 +208,35 @@ class HipBackend final : public Backend {
   }
 
   absl::Status SetCurrentDevice(int device) override { return MakeCurrent(device); }
+
+  // Token: device + 1, 0 when hipGetDevice fails (then nothing is restored).
+  uintptr_t SaveCurrent() override {
+    int device = -1;
+    if (api_.hipGetDevice(&device) != hipSuccess || device < 0) return 0;
+    return static_cast<uintptr_t>(device) + 1;
+  }
+
+  void RestoreCurrent(uintptr_t saved) override {
+    if (saved == 0) return;
+    int now = -1;
+    const int device = static_cast<int>(saved - 1);
+    if (api_.hipGetDevice(&now) == hipSuccess && now == device) return;
+    (void)api_.hipSetDevice(device);
+  }
+
+  // HIP 5.x has no stream-to-device query; a stream of another device makes
+  // the launch fail with the runtime's error instead.
+  absl::Status CheckStream(int device, StreamHandle) override {
+    if (device < 0 || device >= device_count_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "device=", device, ": must be in [0, ", device_count_, ") (HIP devices visible)"));
+    }
+    return absl::OkStatus();
+  }
+
+  // hipPointerAttribute_t's memory-type enum changed values in ROCm 6; rather
+  // than guess which runtime is loaded, HIP pointers are not classified.
+  int PointerDevice(const void*) override { return -1; }
 
   absl::StatusOr<ModuleHandle> LoadModule(int device,
                                           absl::Span<const uint8_t> binary) override {

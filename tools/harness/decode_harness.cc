@@ -41,12 +41,14 @@ DeviceBuffer::~DeviceBuffer() {
   ptr_ = 0;
 }
 
-absl::StatusOr<std::unique_ptr<DecodeHarness>> DecodeHarness::Create(int device) {
+absl::StatusOr<std::unique_ptr<DecodeHarness>> DecodeHarness::Create(
+    int device, const mlajit_cache_options_t* cache) {
   auto h = std::make_unique<DecodeHarness>();
   MLAJIT_ASSIGN_OR_RETURN(h->backend_, gpu::DefaultBackend());
   h->device_ = device;
   mlajit_runtime_options_t ro = MLAJIT_RUNTIME_OPTIONS_INIT;
   ro.device_index = device;
+  ro.cache = cache;
   MLAJIT_RETURN_IF_ERROR(FromC(mlajit_runtime_create(&ro, &h->runtime_)));
   return h;
 }
@@ -66,9 +68,15 @@ absl::StatusOr<DeviceBuffer> UploadVector(gpu::Backend* b, int device, const std
 
 absl::StatusOr<std::unique_ptr<DeviceBatch>> DecodeHarness::Upload(
     const reference::BatchConfig& config, bool write_lse) {
+  return UploadBatch(reference::GenerateBatch(config), write_lse);
+}
+
+absl::StatusOr<std::unique_ptr<DeviceBatch>> DecodeHarness::UploadBatch(reference::Batch batch,
+                                                                         bool write_lse) {
   auto db = std::make_unique<DeviceBatch>();
-  db->batch = reference::GenerateBatch(config);
+  db->batch = std::move(batch);
   const reference::Batch& b = db->batch;
+  const reference::BatchConfig& config = b.config;
   const size_t rows = static_cast<size_t>(b.total_q()) * config.num_heads;
   MLAJIT_ASSIGN_OR_RETURN(db->q, UploadVector(backend_, device_, b.q));
   MLAJIT_ASSIGN_OR_RETURN(db->kv, UploadVector(backend_, device_, b.kv));

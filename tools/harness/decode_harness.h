@@ -68,13 +68,18 @@ struct CaseResult {
 
 class DecodeHarness {
  public:
-  // kFailedPrecondition when there is no GPU / driver.
-  static absl::StatusOr<std::unique_ptr<DecodeHarness>> Create(int device = 0);
+  // kFailedPrecondition when there is no GPU / driver. `cache`: the runtime's
+  // cache options (NULL: defaults and environment).
+  static absl::StatusOr<std::unique_ptr<DecodeHarness>> Create(
+      int device = 0, const mlajit_cache_options_t* cache = nullptr);
   ~DecodeHarness();
 
   // Uploads a generated batch and builds its plan.
   absl::StatusOr<std::unique_ptr<DeviceBatch>> Upload(const reference::BatchConfig& config,
                                                        bool write_lse);
+  // The same for a batch built by the caller (e.g. one head shard of a larger one).
+  absl::StatusOr<std::unique_ptr<DeviceBatch>> UploadBatch(reference::Batch batch,
+                                                           bool write_lse);
   // Poisons out / lse, runs `calls` decodes, copies back, compares with the reference.
   absl::StatusOr<CaseResult> Check(DeviceBatch& db, const CaseOptions& options);
   absl::StatusOr<CaseResult> RunCase(const reference::BatchConfig& config,
