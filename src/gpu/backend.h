@@ -43,6 +43,7 @@ using ModuleHandle = uintptr_t;
 using FunctionHandle = uintptr_t;
 using StreamHandle = void*;  // CUstream / hipStream_t; nullptr = the default stream
 using EventHandle = uintptr_t;
+using GraphHandle = uintptr_t;  // an executable graph (CUgraphExec / hipGraphExec_t)
 
 struct LaunchConfig {
   unsigned grid_x = 1, grid_y = 1, grid_z = 1;
@@ -106,6 +107,31 @@ class Backend {
   virtual absl::Status RecordEvent(int device, EventHandle event, StreamHandle stream) = 0;
   virtual absl::Status EventSynchronize(int device, EventHandle event) = 0;
   virtual absl::StatusOr<float> ElapsedMs(EventHandle start, EventHandle end) = 0;
+
+  // Graph capture: everything enqueued on `stream` between BeginCapture and
+  // EndCapture is recorded instead of run, then replayed with LaunchGraph.
+  //
+  //   MLAJIT_RETURN_IF_ERROR(b->BeginCapture(0, stream));
+  //   ... Launch / MemsetD8 / mlajit_decode on `stream` ...
+  //   MLAJIT_ASSIGN_OR_RETURN(gpu::GraphHandle g, b->EndCapture(0, stream));
+  //   MLAJIT_RETURN_IF_ERROR(b->LaunchGraph(0, g, stream));  // as often as wanted
+  //   MLAJIT_RETURN_IF_ERROR(b->DestroyGraph(0, g));
+  //
+  // Thread-local capture mode: only the capturing thread is barred from calls
+  // that would synchronize (those invalidate the capture); other threads'
+  // unrelated CUDA/HIP work is unaffected. The default stream (nullptr) cannot
+  // be captured -> kInvalidArgument.
+  virtual absl::Status BeginCapture(int device, StreamHandle stream) = 0;
+  // Ends the capture and instantiates what was recorded; the returned handle is
+  // the executable graph (the recorded graph itself is released). An error
+  // names the cause: a capture invalidated by a disallowed call (the stream
+  // still leaves capture mode), one begun on another thread, or none begun.
+  virtual absl::StatusOr<GraphHandle> EndCapture(int device, StreamHandle stream) = 0;
+  // Enqueues one replay of `graph` on `stream` (any stream of the same device).
+  virtual absl::Status LaunchGraph(int device, GraphHandle graph, StreamHandle stream) = 0;
+  // graph=0 -> kInvalidArgument. CUDA lets replays still in flight finish and
+  // frees the graph after; HIP promises nothing, so synchronize first.
+  virtual absl::Status DestroyGraph(int device, GraphHandle graph) = 0;
 };
 
 // Restores the calling thread's device binding on scope exit.

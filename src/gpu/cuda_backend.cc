@@ -9,6 +9,9 @@
 //
 // Graph capture: Launch, MemcpyHtoD, MemcpyDtoH and MemsetD8 only enqueue; they
 // never call a synchronizing driver function, so they may be captured.
+// BeginCapture uses CU_STREAM_CAPTURE_MODE_THREAD_LOCAL: the global mode would
+// make an unrelated cuMemAlloc on any other thread of the process invalidate
+// our capture (and fail), which a library must not impose on its host.
 #include <dlfcn.h>
 
 #include <atomic>
@@ -54,6 +57,7 @@ static_assert(sizeof(CUmodule) <= sizeof(ModuleHandle));
 static_assert(sizeof(CUfunction) <= sizeof(FunctionHandle));
 static_assert(sizeof(CUevent) <= sizeof(EventHandle));
 static_assert(sizeof(CUstream) == sizeof(StreamHandle));
+static_assert(sizeof(CUgraphExec) <= sizeof(GraphHandle));
 
 #define MLAJIT_CUDA_NAME_(name) MLAJIT_CUDA_SYMBOL_NAME(name),
 const char* const CudaDriverApi::kSymbolNames[] = {
@@ -460,6 +464,76 @@ class CudaBackend final : public Backend {
     return ms;
   }
 
+  absl::Status BeginCapture(int device, StreamHandle stream) override {
+    const auto handle = reinterpret_cast<uintptr_t>(stream);
+    if (handle == 0 || handle == reinterpret_cast<uintptr_t>(CU_STREAM_LEGACY)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "BeginCapture on device ", device, ": stream=0x", absl::Hex(handle),
+          " is the legacy default stream, which cannot be captured: pass a stream from "
+          "CreateStream"));
+    }
+    MLAJIT_RETURN_IF_ERROR(MakeCurrent(device));
+    CUresult r = api_.cuStreamBeginCapture(static_cast<CUstream>(stream),
+                                           CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+    if (r != CUDA_SUCCESS) {
+      return Error(r, absl::StrCat("cuStreamBeginCapture(stream=0x", absl::Hex(handle),
+                                   ", mode=THREAD_LOCAL) on device ", device));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<GraphHandle> EndCapture(int device, StreamHandle stream) override {
+    MLAJIT_RETURN_IF_ERROR(MakeCurrent(device));
+    const auto handle = reinterpret_cast<uintptr_t>(stream);
+    CUgraph graph = nullptr;
+    CUresult r = api_.cuStreamEndCapture(static_cast<CUstream>(stream), &graph);
+    if (r != CUDA_SUCCESS) {
+      // The driver returns no graph on failure; release one anyway if it did.
+      if (graph != nullptr) (void)api_.cuGraphDestroy(graph);
+      absl::Status status = Error(r, absl::StrCat("cuStreamEndCapture(stream=0x",
+                                                  absl::Hex(handle), ") on device ", device));
+      return absl::Status(status.code(), absl::StrCat(status.message(), CaptureHint(r)));
+    }
+    CUgraphExec exec = nullptr;
+    r = api_.cuGraphInstantiateWithFlags(&exec, graph, 0);
+    // The executable graph is independent of the graph it was made from.
+    (void)api_.cuGraphDestroy(graph);
+    if (r != CUDA_SUCCESS) {
+      return Error(r, absl::StrCat("cuGraphInstantiateWithFlags(flags=0) of the graph captured on "
+                                   "stream=0x",
+                                   absl::Hex(handle), " on device ", device));
+    }
+    return reinterpret_cast<GraphHandle>(exec);
+  }
+
+  absl::Status LaunchGraph(int device, GraphHandle graph, StreamHandle stream) override {
+    if (graph == 0) {
+      return absl::InvalidArgumentError("LaunchGraph: graph=0: not a graph from EndCapture");
+    }
+    MLAJIT_RETURN_IF_ERROR(MakeCurrent(device));
+    CUresult r =
+        api_.cuGraphLaunch(reinterpret_cast<CUgraphExec>(graph), static_cast<CUstream>(stream));
+    if (r != CUDA_SUCCESS) {
+      return Error(r, absl::StrCat("cuGraphLaunch(graph=0x", absl::Hex(graph), ", stream=0x",
+                                   absl::Hex(reinterpret_cast<uintptr_t>(stream)),
+                                   ") on device ", device));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status DestroyGraph(int device, GraphHandle graph) override {
+    if (graph == 0) {
+      return absl::InvalidArgumentError("DestroyGraph: graph=0: not a graph from EndCapture");
+    }
+    MLAJIT_RETURN_IF_ERROR(MakeCurrent(device));
+    CUresult r = api_.cuGraphExecDestroy(reinterpret_cast<CUgraphExec>(graph));
+    if (r != CUDA_SUCCESS) {
+      return Error(r, absl::StrCat("cuGraphExecDestroy(graph=0x", absl::Hex(graph),
+                                   ") on device ", device));
+    }
+    return absl::OkStatus();
+  }
+
  private:
   struct FunctionInfo {
     ModuleHandle module;
@@ -521,6 +595,24 @@ class CudaBackend final : public Backend {
     return Error(r, absl::StrCat(function, " on device ", device));
   }
 
+  // What to do about a failed cuStreamEndCapture; the driver's own text says
+  // only what went wrong.
+  static absl::string_view CaptureHint(CUresult r) {
+    switch (r) {
+      case CUDA_ERROR_STREAM_CAPTURE_INVALIDATED:
+        return " (a call on the capturing thread that cannot be captured, e.g. a synchronizing "
+               "one or one on the legacy default stream, or a failed enqueue, invalidated the "
+               "capture; the stream is no longer capturing)";
+      case CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD:
+        return " (the capture was begun on another thread: end it on the thread that began it)";
+      case CUDA_ERROR_STREAM_CAPTURE_UNMATCHED:
+      case CUDA_ERROR_ILLEGAL_STATE:
+        return " (the stream is not capturing: call BeginCapture on it first)";
+      default:
+        return "";
+    }
+  }
+
   absl::Status Attribute(int device, CUdevice_attribute attribute, const char* name, int* value) {
     CUresult r = api_.cuDeviceGetAttribute(value, attribute, devices_[device]);
     if (r != CUDA_SUCCESS) {
@@ -539,7 +631,8 @@ class CudaBackend final : public Backend {
 
   // Retains the primary context on first use (under mu_, so only once per
   // device and backend) and makes it current. The fast path is one atomic load
-  // and cuCtxSetCurrent, neither of which synchronizes.
+  // and cuCtxGetCurrent (cuCtxSetCurrent when another context is current); none
+  // of them synchronizes.
   absl::Status MakeCurrent(int device) {
     MLAJIT_RETURN_IF_ERROR(CheckDevice(device));
     CUcontext ctx = contexts_[device].load(std::memory_order_acquire);
@@ -552,6 +645,10 @@ class CudaBackend final : public Backend {
         contexts_[device].store(ctx, std::memory_order_release);
       }
     }
+    // Already current (the common case within one call): a thread-local read
+    // instead of a context switch.
+    CUcontext now = nullptr;
+    if (api_.cuCtxGetCurrent(&now) == CUDA_SUCCESS && now == ctx) return absl::OkStatus();
     return Check(api_.cuCtxSetCurrent(ctx), "cuCtxSetCurrent", device);
   }
 

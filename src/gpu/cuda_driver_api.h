@@ -59,7 +59,13 @@ namespace mlajit::gpu::gpu_internal {
   X(cuEventDestroy)                     \
   X(cuEventRecord)                      \
   X(cuEventSynchronize)                 \
-  X(cuEventElapsedTime)
+  X(cuEventElapsedTime)                 \
+  X(cuStreamBeginCapture)               \
+  X(cuStreamEndCapture)                 \
+  X(cuGraphInstantiateWithFlags)        \
+  X(cuGraphLaunch)                      \
+  X(cuGraphExecDestroy)                 \
+  X(cuGraphDestroy)
 
 #define MLAJIT_CUDA_STRINGIFY_INNER_(x) #x
 // Expands the argument first, so MLAJIT_CUDA_SYMBOL_NAME(cuMemAlloc) is "cuMemAlloc_v2".

@@ -16,6 +16,8 @@
 //    here have the same values in ROCm 6.
 //
 // Graph capture: Launch, MemcpyHtoD, MemcpyDtoH and MemsetD8 only enqueue.
+// BeginCapture uses hipStreamCaptureModeThreadLocal, as on CUDA, so that other
+// threads' unrelated HIP calls neither fail nor invalidate our capture.
 #include <dlfcn.h>
 
 #include <cstddef>
@@ -61,6 +63,9 @@ constexpr size_t kDevicePropBufferBytes = 64 * 1024;
 
 using GetDevicePropertiesFn = hipError_t (*)(void* prop, int device);
 
+// hipGraphInstantiate's error log.
+constexpr size_t kGraphLogBytes = 4096;
+
 #define MLAJIT_HIP_FUNCTIONS(X) \
   X(hipGetErrorName)            \
   X(hipGetErrorString)          \
@@ -87,7 +92,13 @@ using GetDevicePropertiesFn = hipError_t (*)(void* prop, int device);
   X(hipEventDestroy)            \
   X(hipEventRecord)             \
   X(hipEventSynchronize)        \
-  X(hipEventElapsedTime)
+  X(hipEventElapsedTime)        \
+  X(hipStreamBeginCapture)      \
+  X(hipStreamEndCapture)        \
+  X(hipGraphInstantiate)        \
+  X(hipGraphLaunch)             \
+  X(hipGraphExecDestroy)        \
+  X(hipGraphDestroy)
 
 struct HipApi {
 #define MLAJIT_HIP_DECLARE_(name) decltype(&::name) name = nullptr;
@@ -464,6 +475,78 @@ class HipBackend final : public Backend {
     return ms;
   }
 
+  absl::Status BeginCapture(int device, StreamHandle stream) override {
+    if (stream == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "BeginCapture on device ", device,
+          ": stream=0x0 is the null stream, which cannot be captured: pass a stream from "
+          "CreateStream"));
+    }
+    MLAJIT_RETURN_IF_ERROR(MakeCurrent(device));
+    hipError_t r = api_.hipStreamBeginCapture(static_cast<hipStream_t>(stream),
+                                              hipStreamCaptureModeThreadLocal);
+    if (r != hipSuccess) {
+      return Error(r, absl::StrCat("hipStreamBeginCapture(stream=0x",
+                                   absl::Hex(reinterpret_cast<uintptr_t>(stream)),
+                                   ", mode=ThreadLocal) on device ", device));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<GraphHandle> EndCapture(int device, StreamHandle stream) override {
+    MLAJIT_RETURN_IF_ERROR(MakeCurrent(device));
+    const auto handle = reinterpret_cast<uintptr_t>(stream);
+    hipGraph_t graph = nullptr;
+    hipError_t r = api_.hipStreamEndCapture(static_cast<hipStream_t>(stream), &graph);
+    if (r != hipSuccess) {
+      if (graph != nullptr) (void)api_.hipGraphDestroy(graph);
+      absl::Status status = Error(r, absl::StrCat("hipStreamEndCapture(stream=0x",
+                                                  absl::Hex(handle), ") on device ", device));
+      return absl::Status(status.code(), absl::StrCat(status.message(), CaptureHint(r)));
+    }
+    hipGraphExec_t exec = nullptr;
+    std::string log(kGraphLogBytes, '\0');
+    r = api_.hipGraphInstantiate(&exec, graph, nullptr, log.data(), log.size());
+    (void)api_.hipGraphDestroy(graph);  // the executable graph does not need it
+    if (r != hipSuccess) {
+      log.resize(std::strlen(log.c_str()));
+      absl::Status status =
+          Error(r, absl::StrCat("hipGraphInstantiate of the graph captured on stream=0x",
+                                absl::Hex(handle), " on device ", device));
+      if (log.empty()) return status;
+      return absl::Status(status.code(), absl::StrCat(status.message(), "\nlog:\n", log));
+    }
+    return reinterpret_cast<GraphHandle>(exec);
+  }
+
+  absl::Status LaunchGraph(int device, GraphHandle graph, StreamHandle stream) override {
+    if (graph == 0) {
+      return absl::InvalidArgumentError("LaunchGraph: graph=0: not a graph from EndCapture");
+    }
+    MLAJIT_RETURN_IF_ERROR(MakeCurrent(device));
+    hipError_t r = api_.hipGraphLaunch(reinterpret_cast<hipGraphExec_t>(graph),
+                                       static_cast<hipStream_t>(stream));
+    if (r != hipSuccess) {
+      return Error(r, absl::StrCat("hipGraphLaunch(graph=0x", absl::Hex(graph), ", stream=0x",
+                                   absl::Hex(reinterpret_cast<uintptr_t>(stream)),
+                                   ") on device ", device));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status DestroyGraph(int device, GraphHandle graph) override {
+    if (graph == 0) {
+      return absl::InvalidArgumentError("DestroyGraph: graph=0: not a graph from EndCapture");
+    }
+    MLAJIT_RETURN_IF_ERROR(MakeCurrent(device));
+    hipError_t r = api_.hipGraphExecDestroy(reinterpret_cast<hipGraphExec_t>(graph));
+    if (r != hipSuccess) {
+      return Error(r, absl::StrCat("hipGraphExecDestroy(graph=0x", absl::Hex(graph),
+                                   ") on device ", device));
+    }
+    return absl::OkStatus();
+  }
+
  private:
   struct FunctionInfo {
     ModuleHandle module;
@@ -508,6 +591,23 @@ class HipBackend final : public Backend {
   absl::Status Check(hipError_t r, const char* function, int device) const {
     if (r == hipSuccess) return absl::OkStatus();
     return Error(r, absl::StrCat(function, " on device ", device));
+  }
+
+  // What to do about a failed hipStreamEndCapture; the runtime's own text says
+  // only what went wrong.
+  static absl::string_view CaptureHint(hipError_t r) {
+    switch (r) {
+      case hipErrorStreamCaptureInvalidated:
+        return " (a call on the capturing thread that cannot be captured, e.g. a synchronizing "
+               "one or one on the null stream, or a failed enqueue, invalidated the capture)";
+      case hipErrorStreamCaptureWrongThread:
+        return " (the capture was begun on another thread: end it on the thread that began it)";
+      case hipErrorStreamCaptureUnmatched:
+      case hipErrorIllegalState:
+        return " (the stream is not capturing: call BeginCapture on it first)";
+      default:
+        return "";
+    }
   }
 
   absl::Status Attribute(int device, hipDeviceAttribute_t attribute, const char* name,

@@ -1,12 +1,13 @@
 // GPU tests of the backend on the default device: properties, memory, streams,
-// events, module loading and launching (kernels compiled here with NVRTC),
-// large dynamic shared memory and concurrent use from two threads. Skips with a
-// reason when no backend opens.
+// events, graph capture, module loading and launching (kernels compiled here
+// with NVRTC), large dynamic shared memory and concurrent use from two threads.
+// Skips with a reason when no backend opens.
 //
 // NVRTC is dlopen'd directly by the test (a minimal binding below) so that these
 // tests depend on nothing but the backend; kernel tests skip without it.
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <iostream>
@@ -241,6 +242,62 @@ TEST_F(BackendTest, EventsMeasureElapsedTime) {
   EXPECT_TRUE(backend_->Free(kDevice, *p).ok());
   EXPECT_TRUE(backend_->DestroyEvent(kDevice, *start).ok());
   EXPECT_TRUE(backend_->DestroyEvent(kDevice, *end).ok());
+  EXPECT_TRUE(backend_->DestroyStream(kDevice, *stream).ok());
+}
+
+// Two memsets captured into a graph cover the first three quarters of a buffer;
+// between replays the whole buffer is reset outside the graph. Each replay must
+// rewrite exactly its three quarters, and capturing must not run anything.
+TEST_F(BackendTest, GraphCaptureReplaysTheCapturedWork) {
+  constexpr size_t kBytes = 1 << 20, kHalf = kBytes / 2, kQuarter = kBytes / 4;
+  constexpr uint8_t kFirst = 0x5A, kSecond = 0xC3, kBefore = 0xEE;
+  EXPECT_EQ(backend_->BeginCapture(kDevice, nullptr).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(backend_->LaunchGraph(kDevice, 0, nullptr).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(backend_->DestroyGraph(kDevice, 0).code(), absl::StatusCode::kInvalidArgument);
+
+  auto stream = backend_->CreateStream(kDevice);
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  auto p = backend_->Malloc(kDevice, kBytes);
+  ASSERT_TRUE(p.ok()) << p.status();
+  std::vector<uint8_t> host(kBytes);
+  auto read_back = [&]() -> absl::Status {
+    std::fill(host.begin(), host.end(), 0);
+    absl::Status s = backend_->MemcpyDtoH(kDevice, host.data(), *p, kBytes, *stream);
+    return s.ok() ? backend_->StreamSynchronize(kDevice, *stream) : s;
+  };
+  ASSERT_TRUE(backend_->MemsetD8(kDevice, *p, kBefore, kBytes, *stream).ok());
+  ASSERT_TRUE(backend_->StreamSynchronize(kDevice, *stream).ok());
+
+  absl::Status begin = backend_->BeginCapture(kDevice, *stream);
+  ASSERT_TRUE(begin.ok()) << begin;
+  absl::Status first = backend_->MemsetD8(kDevice, *p, kFirst, kHalf, *stream);
+  absl::Status second = backend_->MemsetD8(kDevice, *p + kHalf, kSecond, kQuarter, *stream);
+  // Ended even when an enqueue failed, so the stream leaves capture mode.
+  auto graph = backend_->EndCapture(kDevice, *stream);
+  ASSERT_TRUE(first.ok()) << first;
+  ASSERT_TRUE(second.ok()) << second;
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  ASSERT_NE(*graph, 0u);
+
+  ASSERT_TRUE(read_back().ok());
+  for (size_t i = 0; i < kBytes; ++i) {
+    ASSERT_EQ(host[i], kBefore) << "captured work ran during capture; byte " << i;
+  }
+
+  const uint8_t resets[] = {0x00, 0x11, 0x22};
+  for (int round = 0; round < 3; ++round) {
+    ASSERT_TRUE(backend_->MemsetD8(kDevice, *p, resets[round], kBytes, *stream).ok());
+    absl::Status launch = backend_->LaunchGraph(kDevice, *graph, *stream);
+    ASSERT_TRUE(launch.ok()) << launch;
+    ASSERT_TRUE(read_back().ok());
+    for (size_t i = 0; i < kBytes; ++i) {
+      const uint8_t want = i < kHalf ? kFirst : i < kHalf + kQuarter ? kSecond : resets[round];
+      ASSERT_EQ(host[i], want) << "replay " << round << ", byte " << i;
+    }
+  }
+
+  EXPECT_TRUE(backend_->DestroyGraph(kDevice, *graph).ok());
+  EXPECT_TRUE(backend_->Free(kDevice, *p).ok());
   EXPECT_TRUE(backend_->DestroyStream(kDevice, *stream).ok());
 }
 
