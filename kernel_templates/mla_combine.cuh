@@ -32,7 +32,9 @@ MLA_INLINE float GroupMax(float v) {
 // long latency chain per row.
 MLA_INLINE void CombineItems(const MlaDecodeParams& p) {
   const int lane = threadIdx.x & 31, group = threadIdx.x >> 5;
-  const long long total_rows = static_cast<long long>(p.num_combine) * BLOCK_M;
+  const int num_combine =
+      p.plan_counters != 0 ? p.plan_counters[MLA_PLAN_NUM_COMBINE] : p.num_combine;
+  const long long total_rows = static_cast<long long>(num_combine) * BLOCK_M;
   for (long long flat = static_cast<long long>(blockIdx.x) * ROWS_PER_BLOCK + group;
        flat < total_rows; flat += static_cast<long long>(gridDim.x) * ROWS_PER_BLOCK) {
     const int ci = static_cast<int>(flat / BLOCK_M), r = static_cast<int>(flat % BLOCK_M);
@@ -90,9 +92,13 @@ MLA_INLINE void QAmax(const MlaDecodeParams& p) {
   __shared__ float red[NUM_THREADS];
   const u16* q = static_cast<const u16*>(p.q);
   float m = 0.0f;
+  const long long elements =
+      p.plan_counters != 0
+          ? static_cast<long long>(p.plan_counters[MLA_PLAN_TOTAL_Q]) * NUM_HEADS * HEAD_DIM_QK
+          : p.q_elements;
   const long long stride = static_cast<long long>(gridDim.x) * NUM_THREADS;
   for (long long i = static_cast<long long>(blockIdx.x) * NUM_THREADS + threadIdx.x;
-       i < p.q_elements; i += stride)
+       i < elements; i += stride)
     m = fmaxf(m, fabsf(Bf16ToFloat(q[i])));
   red[threadIdx.x] = m;
   __syncthreads();

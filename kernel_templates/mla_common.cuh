@@ -137,8 +137,19 @@ MLA_INLINE float LoadKvElement(const u8* token, int d) {
 template <int PS>
 MLA_INLINE long long KvSlot(const MlaDecodeParams& p, const MlaSeqInfo& s, int j) {
   if (PS == 0) return static_cast<long long>(s.kv_base) + j;
-  const int page = p.kv_indices[s.kv_base + j / PS];
+  // A page id of -1 marks a padded slot (see LoadSeq); should one appear inside
+  // a live sequence, page 0 is read instead of memory before the cache.
+  const int page = max(p.kv_indices[s.kv_base + j / PS], 0);
   return static_cast<long long>(page) * PS + (j % PS);
+}
+
+// Sequence `seq` of the schedule. In a paged layout a sequence whose first page
+// id is negative is a padded slot (engines pad captured batches with -1 page
+// ids): it counts as empty, so it reads no KV and writes zeros and lse -inf.
+MLA_INLINE MlaSeqInfo LoadSeq(const MlaDecodeParams& p, int seq) {
+  MlaSeqInfo s = p.seqs[seq];
+  if (PAGE_SIZE > 0 && s.kv_len > 0 && p.kv_indices[s.kv_base] < 0) s.kv_len = 0;
+  return s;
 }
 
 // Number of KV positions visible to query row `row` (q position major, head

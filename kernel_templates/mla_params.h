@@ -55,6 +55,30 @@ struct MlaDecodeParams {
   int num_ctas;
   int num_combine;
   long long q_elements;      // total_q * H * 576 (the a8 amax kernel's extent)
+  // Device-built plans (mla_plan.cuh): the planner's counters, MlaPlanCounter
+  // order; the merge reads its item count and the a8 amax its extent from here
+  // (num_combine and q_elements are then capacities). Null for host plans.
+  const int* plan_counters;
+};
+
+// Slots of MlaDecodeParams::plan_counters / MlaPlanParams::counters.
+enum MlaPlanCounter {
+  MLA_PLAN_NUM_COMBINE = 0,
+  MLA_PLAN_NUM_PARTIALS = 1,
+  MLA_PLAN_TOTAL_Q = 2,
+  MLA_PLAN_ERROR = 3,        // 0, or an MlaPlanError of the last update
+  MLA_PLAN_ERROR_INDEX = 4,  // the sequence it concerns
+  MLA_PLAN_ERROR_VALUE = 5,  // the offending value
+  MLA_PLAN_NUM_COUNTERS = 8
+};
+
+// Layout errors a device planner reports (the schedule is then empty).
+enum MlaPlanError {
+  MLA_PLAN_OK = 0,
+  MLA_PLAN_BAD_INDPTR_START = 1,  // qo_indptr[0] or kv_indptr[0] != 0 (value: the nonzero one)
+  MLA_PLAN_BAD_Q_LEN = 2,         // q_len < 0 or > max_q_len
+  MLA_PLAN_BAD_KV_SPAN = 3,       // kv_indptr decreases
+  MLA_PLAN_BAD_KV_LEN = 4         // paged kv_lens[b] outside 0..pages * page_size
 };
 
 #if defined(__CUDACC__) || defined(__HIPCC__) || defined(__HIPCC_RTC__)

@@ -273,6 +273,54 @@ MLAJIT_API mlajit_status_t mlajit_plan_create(mlajit_runtime_t runtime,
                                               mlajit_plan_t* plan);
 MLAJIT_API void mlajit_plan_free(mlajit_plan_t plan);
 
+/* ---- device-built plans (CUDA graphs) --------------------------------------
+ * A plan whose schedule the GPU builds from a layout in device memory, into
+ * buffers sized once from declared limits. mlajit_plan_update_async and
+ * mlajit_decode then only enqueue work on the caller's stream (no allocation,
+ * no host synchronisation, no device-to-host copy), so one decode step, the
+ * update followed by any number of decodes (one per layer), can be captured in
+ * a CUDA graph and replayed while the lengths and page tables in those device
+ * arrays change between replays. Padded slots: a sequence of length 0, or in a
+ * paged layout one whose first page id is -1, reads no KV and gets zeros and
+ * lse -inf. The host-built plan (mlajit_plan_create) builds the same schedule.
+ *
+ *   mlajit_plan_limits_t lim = MLAJIT_PLAN_LIMITS_INIT;
+ *   lim.max_batch_size = 256; lim.max_q_len = 1;
+ *   mlajit_plan_create_device(rt, &cfg, &lim, &plan);
+ *   cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
+ *   mlajit_plan_update_async(plan, 256, d_qo_indptr, d_kv_indptr, d_kv_lens, s);
+ *   for (int layer = 0; layer < 61; ++layer) mlajit_decode(plan, &args[layer], s);
+ *   cudaStreamEndCapture(s, &graph);   ... replay with cudaGraphLaunch ...
+ */
+typedef struct mlajit_plan_limits {
+  uint32_t struct_size; /* sizeof(mlajit_plan_limits_t) */
+  int max_batch_size;   /* 1..1048576: the largest batch_size of an update */
+  int max_q_len;        /* 1..8: the longest q_len of a sequence in an update */
+} mlajit_plan_limits_t;
+#define MLAJIT_PLAN_LIMITS_INIT { sizeof(mlajit_plan_limits_t), 0, 1 }
+
+/* Allocates the plan's fixed buffers and loads its kernels; until the first
+ * update its schedule is empty (a decode writes nothing). */
+MLAJIT_API mlajit_status_t mlajit_plan_create_device(mlajit_runtime_t runtime,
+                                                     const mlajit_plan_config_t* config,
+                                                     const mlajit_plan_limits_t* limits,
+                                                     mlajit_plan_t* plan);
+/* Enqueues the rebuild of the schedule on `stream` from device arrays laid out
+ * as for mlajit_plan_create (qo_indptr and kv_indptr: batch_size + 1 entries;
+ * kv_lens: paged only, NULL for full pages). Decodes enqueued after it on the
+ * same stream use the new schedule. The arrays are read when the update runs,
+ * not when it is enqueued. A layout the planner cannot use (indptr not
+ * starting at 0, q_len above the limit, kv_indptr decreasing, kv_lens beyond
+ * its pages) leaves an empty schedule; mlajit_plan_check_update reports it. */
+MLAJIT_API mlajit_status_t mlajit_plan_update_async(mlajit_plan_t plan, int batch_size,
+                                                    const int32_t* qo_indptr,
+                                                    const int32_t* kv_indptr,
+                                                    const int32_t* kv_lens, void* stream);
+/* Waits for `stream` and returns the last update's verdict: OK, or
+ * INVALID_ARGUMENT naming the sequence and value the planner rejected. For
+ * debugging; not capture-safe (it synchronises). */
+MLAJIT_API mlajit_status_t mlajit_plan_check_update(mlajit_plan_t plan, void* stream);
+
 typedef struct mlajit_decode_args {
   uint32_t struct_size;     /* sizeof(mlajit_decode_args_t) */
   const void* q;            /* [total_q, num_heads, 576] bf16 */

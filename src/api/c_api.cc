@@ -103,6 +103,34 @@ void mlajit_plan_free(mlajit_plan_t plan) {
   delete plan;
 }
 
+mlajit_status_t mlajit_plan_create_device(mlajit_runtime_t runtime,
+                                          const mlajit_plan_config_t* config,
+                                          const mlajit_plan_limits_t* limits,
+                                          mlajit_plan_t* plan) {
+  if (plan == nullptr) return ToC(absl::InvalidArgumentError("plan (output) is null"));
+  *plan = nullptr;
+  if (runtime == nullptr) return ToC(absl::InvalidArgumentError("runtime is null"));
+  mlajit::gpu::ScopedDeviceRestore restore(runtime->impl->backend());
+  auto p = mlajit::api_internal::Plan::CreateDevicePlanned(runtime->impl.get(), config, limits);
+  if (!p.ok()) return ToC(p.status());
+  *plan = new mlajit_plan{std::move(p).value()};
+  return MLAJIT_STATUS_OK;
+}
+
+mlajit_status_t mlajit_plan_update_async(mlajit_plan_t plan, int batch_size,
+                                         const int32_t* qo_indptr, const int32_t* kv_indptr,
+                                         const int32_t* kv_lens, void* stream) {
+  if (plan == nullptr) return ToC(absl::InvalidArgumentError("plan is null"));
+  mlajit::gpu::ScopedDeviceRestore restore(plan->impl->runtime()->backend());
+  return ToC(plan->impl->Update(batch_size, qo_indptr, kv_indptr, kv_lens, stream));
+}
+
+mlajit_status_t mlajit_plan_check_update(mlajit_plan_t plan, void* stream) {
+  if (plan == nullptr) return ToC(absl::InvalidArgumentError("plan is null"));
+  mlajit::gpu::ScopedDeviceRestore restore(plan->impl->runtime()->backend());
+  return ToC(plan->impl->CheckUpdate(stream));
+}
+
 mlajit_status_t mlajit_decode(mlajit_plan_t plan, const mlajit_decode_args_t* args,
                               void* stream) {
   if (plan == nullptr) return ToC(absl::InvalidArgumentError("plan is null"));

@@ -18,6 +18,8 @@
 namespace mlajit::api_internal {
 namespace {
 
+constexpr unsigned kPlannerThreads = 1024;  // mla_plan::PLAN_THREADS
+
 absl::uint128 HashLayout(const plan::LayoutView& l, const plan::ScheduleConfig& c) {
   XXH3_state_t* st = XXH3_createState();
   XXH3_128bits_reset(st);
@@ -126,9 +128,12 @@ absl::StatusOr<const LoadedKernel*> Runtime::GetKernel(const jit::KernelSpec& sp
   if (!combine.ok()) return fail(combine.status());
   auto amax = backend_->GetFunction(k->module, "mla_q_amax_kernel");
   if (!amax.ok()) return fail(amax.status());
+  auto planner = backend_->GetFunction(k->module, "mla_plan_kernel");
+  if (!planner.ok()) return fail(planner.status());
   k->decode = *decode;
   k->combine = *combine;
   k->q_amax = *amax;
+  k->planner = *planner;
   if (smem_bytes > props_.max_shared_memory_per_block_optin) {
     return fail(absl::UnimplementedError(absl::StrCat(
         jit::SpecName(spec), " needs ", smem_bytes, " bytes of shared memory; ", props_.name,
@@ -158,6 +163,37 @@ absl::StatusOr<std::shared_ptr<const plan::Schedule>> Runtime::GetSchedule(
   return shared;
 }
 
+absl::Status Plan::Prepare(Runtime* runtime, const mlajit_plan_config_t& config,
+                          int max_q_len) {
+  runtime_ = runtime;
+  config_ = config;
+  const gpu::DeviceProperties& props = runtime->properties();
+  plan::TileShape tiles = plan::ChooseTiles(props.arch, max_q_len * config.num_heads,
+                                            static_cast<KvFormat>(config.kv_format));
+  MLAJIT_RETURN_IF_ERROR(
+      plan::ApplyTileOverride(props.arch, static_cast<KvFormat>(config.kv_format), &tiles));
+  jit::KernelSpec spec;
+  spec.num_heads = config.num_heads;
+  spec.max_q_len = max_q_len;
+  spec.kv_format = static_cast<KvFormat>(config.kv_format);
+  spec.q_mode = static_cast<QMode>(config.q_mode);
+  spec.page_size = config.page_size;
+  spec.causal = config.causal != 0;
+  spec.write_lse = config.write_lse != 0;
+  spec.block_m = tiles.block_m;
+  spec.block_n = tiles.block_n;
+  spec.num_warps = tiles.num_warps;
+  spec.num_stages = tiles.num_stages;
+  spec.arch = props.arch;
+  MLAJIT_ASSIGN_OR_RETURN(kernel_, runtime->GetKernel(spec, tiles.smem_bytes));
+  schedule_config_.num_ctas = props.sm_count * tiles.ctas_per_sm;
+  schedule_config_.block_m = tiles.block_m;
+  schedule_config_.block_n = tiles.block_n;
+  MLAJIT_ASSIGN_OR_RETURN(device_plan_,
+                          plan::DevicePlan::Create(runtime->backend(), runtime->device()));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<Plan>> Plan::Create(Runtime* runtime,
                                                    const mlajit_plan_config_t* config,
                                                    int batch_size, const int32_t* qo_indptr,
@@ -177,45 +213,102 @@ absl::StatusOr<std::unique_ptr<Plan>> Plan::Create(Runtime* runtime,
 
   int max_q_len = 1;
   for (int b = 0; b < batch_size; ++b) max_q_len = std::max(max_q_len, qo_indptr[b + 1] - qo_indptr[b]);
-  const gpu::DeviceProperties& props = runtime->properties();
-  plan::TileShape tiles = plan::ChooseTiles(
-      props.arch, max_q_len * config->num_heads, static_cast<KvFormat>(config->kv_format));
-  MLAJIT_RETURN_IF_ERROR(
-      plan::ApplyTileOverride(props.arch, static_cast<KvFormat>(config->kv_format), &tiles));
-
-  jit::KernelSpec spec;
-  spec.num_heads = config->num_heads;
-  spec.max_q_len = max_q_len;
-  spec.kv_format = static_cast<KvFormat>(config->kv_format);
-  spec.q_mode = static_cast<QMode>(config->q_mode);
-  spec.page_size = config->page_size;
-  spec.causal = config->causal != 0;
-  spec.write_lse = config->write_lse != 0;
-  spec.block_m = tiles.block_m;
-  spec.block_n = tiles.block_n;
-  spec.num_warps = tiles.num_warps;
-  spec.num_stages = tiles.num_stages;
-  spec.arch = props.arch;
-
   std::unique_ptr<Plan> p(new Plan());
-  p->runtime_ = runtime;
-  p->config_ = *config;
-  MLAJIT_ASSIGN_OR_RETURN(p->kernel_, runtime->GetKernel(spec, tiles.smem_bytes));
-  plan::ScheduleConfig sc;
-  sc.num_ctas = props.sm_count * tiles.ctas_per_sm;
-  sc.block_m = tiles.block_m;
-  sc.block_n = tiles.block_n;
-  MLAJIT_ASSIGN_OR_RETURN(p->schedule_, runtime->GetSchedule(layout, sc));
-  MLAJIT_ASSIGN_OR_RETURN(p->device_plan_,
-                          plan::DevicePlan::Create(runtime->backend(), runtime->device()));
-  MLAJIT_RETURN_IF_ERROR(p->device_plan_->Upload(*p->schedule_, tiles.block_m));
+  MLAJIT_RETURN_IF_ERROR(p->Prepare(runtime, *config, max_q_len));
+  MLAJIT_ASSIGN_OR_RETURN(p->schedule_, runtime->GetSchedule(layout, p->schedule_config_));
+  MLAJIT_RETURN_IF_ERROR(p->device_plan_->Upload(*p->schedule_, p->schedule_config_.block_m));
   p->kv_extent_ = kv_indptr[batch_size];
   return p;
 }
 
-absl::Status Plan::ValidateArgs(const mlajit_decode_args_t* a) const {
+absl::StatusOr<std::unique_ptr<Plan>> Plan::CreateDevicePlanned(
+    Runtime* runtime, const mlajit_plan_config_t* config, const mlajit_plan_limits_t* limits) {
+  if (runtime == nullptr) return absl::InvalidArgumentError("runtime is null");
+  MLAJIT_RETURN_IF_ERROR(ValidatePlanConfig(config));
+  MLAJIT_RETURN_IF_ERROR(ValidatePlanLimits(limits));
+  std::unique_ptr<Plan> p(new Plan());
+  p->limits_ = *limits;
+  MLAJIT_RETURN_IF_ERROR(p->Prepare(runtime, *config, limits->max_q_len));
+  MlaScheduleShape shape{};
+  shape.num_heads = config->num_heads;
+  shape.block_m = p->schedule_config_.block_m;
+  const int64_t max_tiles =
+      int64_t{limits->max_batch_size} * MlaTilesOfSequence(limits->max_q_len, shape);
+  MLAJIT_RETURN_IF_ERROR(p->device_plan_->ReserveForDevicePlanner(
+      limits->max_batch_size, max_tiles, p->schedule_config_.num_ctas,
+      p->schedule_config_.block_m));
+  MLAJIT_LOG_INFO("device-planned plan: up to ", limits->max_batch_size, " sequences of q_len <= ",
+                  limits->max_q_len, ", ", p->device_plan_->device_bytes(), " bytes of metadata");
+  return p;
+}
+
+absl::Status Plan::Update(int batch_size, const int32_t* qo_indptr, const int32_t* kv_indptr,
+                          const int32_t* kv_lens, void* stream) const {
+  if (!device_planned()) {
+    return absl::FailedPreconditionError(
+        "mlajit_plan_update_async: the plan was built from host arrays (mlajit_plan_create); "
+        "build it with mlajit_plan_create_device to update it on the device");
+  }
   MLAJIT_RETURN_IF_ERROR(
-      ValidateDecodeArgs(a, config_, schedule_->total_q, config_.page_size == 0 ? kv_extent_ : 0));
+      ValidatePlanUpdate(config_, limits_, batch_size, qo_indptr, kv_indptr, kv_lens));
+  MLAJIT_RETURN_IF_ERROR(runtime_->CheckDevicePointer(qo_indptr, "qo_indptr"));
+  MLAJIT_RETURN_IF_ERROR(runtime_->CheckDevicePointer(kv_indptr, "kv_indptr"));
+  MLAJIT_RETURN_IF_ERROR(runtime_->CheckDevicePointer(kv_lens, "kv_lens"));
+  MLAJIT_RETURN_IF_ERROR(runtime_->backend()->CheckStream(runtime_->device(), stream));
+  MlaPlanParams pp{};
+  device_plan_->FillPlannerParams(&pp);
+  pp.qo_indptr = qo_indptr;
+  pp.kv_indptr = kv_indptr;
+  pp.kv_lens = kv_lens;
+  pp.batch_size = batch_size;
+  pp.max_q_len = limits_.max_q_len;
+  pp.min_cost_per_cta = schedule_config_.min_cost_per_cta;
+  void* params[] = {&pp};
+  gpu::LaunchConfig launch;
+  launch.block_x = kPlannerThreads;
+  return runtime_->backend()->Launch(runtime_->device(), kernel_->planner, launch, params, stream);
+}
+
+absl::Status Plan::CheckUpdate(void* stream) const {
+  if (!device_planned()) {
+    return absl::FailedPreconditionError(
+        "mlajit_plan_check_update: the plan was built from host arrays; nothing to check");
+  }
+  int32_t c[MLA_PLAN_NUM_COUNTERS] = {};
+  MLAJIT_RETURN_IF_ERROR(device_plan_->ReadCounters(c, stream));
+  const int b = c[MLA_PLAN_ERROR_INDEX], v = c[MLA_PLAN_ERROR_VALUE];
+  switch (c[MLA_PLAN_ERROR]) {
+    case MLA_PLAN_OK:
+      return absl::OkStatus();
+    case MLA_PLAN_BAD_INDPTR_START:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "device layout: qo_indptr[0] or kv_indptr[0] = ", v, ": must be 0 (schedule left empty)"));
+    case MLA_PLAN_BAD_Q_LEN:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "device layout: q_len of sequence ", b, " = ", v, ": must be in 0..",
+          limits_.max_q_len, " (limits.max_q_len; schedule left empty)"));
+    case MLA_PLAN_BAD_KV_SPAN:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "device layout: kv_indptr[", b + 1, "] - kv_indptr[", b, "] = ", v,
+          ": must be >= 0 (schedule left empty)"));
+    case MLA_PLAN_BAD_KV_LEN:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "device layout: kv_lens[", b, "] = ", v, ": must be in 0..(pages of sequence ", b,
+          ") * page_size ", config_.page_size, " (schedule left empty)"));
+    default:
+      return absl::InternalError(absl::StrCat("device planner reported unknown error ",
+                                              c[MLA_PLAN_ERROR]));
+  }
+}
+
+absl::Status Plan::ValidateArgs(const mlajit_decode_args_t* a) const {
+  // A device-planned plan's layout is on the device: its rows are checked as
+  // non-empty and its KV extent not at all.
+  const int64_t total_q = device_planned()
+                              ? int64_t{limits_.max_batch_size} * limits_.max_q_len
+                              : schedule_->total_q;
+  const int64_t kv_tokens = device_planned() || config_.page_size != 0 ? 0 : kv_extent_;
+  MLAJIT_RETURN_IF_ERROR(ValidateDecodeArgs(a, config_, total_q, kv_tokens));
   // Which device each buffer lives on: one driver query per pointer (well under
   // a microsecond each), worth it because a fault would poison the context.
   MLAJIT_RETURN_IF_ERROR(runtime_->CheckDevicePointer(a->q, "args.q"));
@@ -228,8 +321,10 @@ absl::Status Plan::ValidateArgs(const mlajit_decode_args_t* a) const {
 absl::Status Plan::Decode(const mlajit_decode_args_t* a, void* stream) const {
   MLAJIT_RETURN_IF_ERROR(ValidateArgs(a));
   MLAJIT_RETURN_IF_ERROR(runtime_->backend()->CheckStream(runtime_->device(), stream));
-  const plan::Schedule& s = *schedule_;
-  if (s.total_q == 0) return absl::OkStatus();
+  const int64_t total_q = device_planned()
+                              ? int64_t{limits_.max_batch_size} * limits_.max_q_len
+                              : schedule_->total_q;
+  if (total_q == 0) return absl::OkStatus();
   gpu::Backend* b = runtime_->backend();
   const int device = runtime_->device();
   MlaDecodeParams p{};
@@ -241,7 +336,8 @@ absl::Status Plan::Decode(const mlajit_decode_args_t* a, void* stream) const {
   device_plan_->FillParams(&p);
   p.sm_scale = config_.sm_scale;
   p.kv_scale = config_.kv_format == MLAJIT_KV_FORMAT_FP8_E4M3 ? a->kv_scale : 1.0f;
-  p.q_elements = static_cast<long long>(s.total_q) * config_.num_heads * kHeadDimQk;
+  // Device-planned: a capacity; the kernels read the real count from plan_counters.
+  p.q_elements = static_cast<long long>(total_q) * config_.num_heads * kHeadDimQk;
   void* params[] = {&p};
   const unsigned threads = static_cast<unsigned>(kernel_->threads);
   if (config_.q_mode == MLAJIT_Q_MODE_FP8) {

@@ -33,7 +33,7 @@ namespace mlajit::api_internal {
 struct LoadedKernel {
   jit::KernelSpec spec;
   gpu::ModuleHandle module = 0;
-  gpu::FunctionHandle decode = 0, combine = 0, q_amax = 0;
+  gpu::FunctionHandle decode = 0, combine = 0, q_amax = 0, planner = 0;
   int threads = 256;
   int smem_bytes = 0;
 };
@@ -89,20 +89,34 @@ class Plan {
                                                       const int32_t* kv_indptr,
                                                       const int32_t* kv_lens);
 
+  // A plan whose schedule the device planner rebuilds on every Update
+  // (capture-safe), in buffers sized from `limits`.
+  static absl::StatusOr<std::unique_ptr<Plan>> CreateDevicePlanned(
+      Runtime* runtime, const mlajit_plan_config_t* config, const mlajit_plan_limits_t* limits);
+  // Device-planned plans only: enqueues the planner on `stream`.
+  absl::Status Update(int batch_size, const int32_t* qo_indptr, const int32_t* kv_indptr,
+                      const int32_t* kv_lens, void* stream) const;
+  // The planner's verdict on the last update (synchronises `stream`).
+  absl::Status CheckUpdate(void* stream) const;
+
   absl::Status ValidateArgs(const mlajit_decode_args_t* args) const;
   absl::Status Decode(const mlajit_decode_args_t* args, void* stream) const;
 
   Runtime* runtime() const { return runtime_; }
   const jit::KernelSpec& spec() const { return kernel_->spec; }
-  const plan::Schedule& schedule() const { return *schedule_; }
+  bool device_planned() const { return schedule_ == nullptr; }
 
  private:
   Plan() = default;
+  // Kernel spec, loaded kernel and schedule config for rows of up to max_q_len.
+  absl::Status Prepare(Runtime* runtime, const mlajit_plan_config_t& config, int max_q_len);
 
   Runtime* runtime_ = nullptr;
   mlajit_plan_config_t config_{};
   const LoadedKernel* kernel_ = nullptr;
-  std::shared_ptr<const plan::Schedule> schedule_;
+  plan::ScheduleConfig schedule_config_;
+  std::shared_ptr<const plan::Schedule> schedule_;  // null: device-planned
+  mlajit_plan_limits_t limits_{};                    // device-planned only
   std::unique_ptr<plan::DevicePlan> device_plan_;
   int64_t kv_extent_ = 0;  // flat: tokens addressed; paged: page-table entries
 };

@@ -10,9 +10,14 @@
 namespace mlajit::api_internal {
 namespace {
 
-absl::Status CheckAligned(const void* p, size_t alignment, const char* name) {
+// Device-built plans size their buffers from the limits; beyond this the
+// scratch alone would exceed any GPU's memory.
+constexpr int kMaxDevicePlanBatch = 1 << 20;
+
+absl::Status CheckAligned(const void* p, size_t alignment, const char* name,
+                          const char* prefix = "args.") {
   if (reinterpret_cast<uintptr_t>(p) % alignment != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("args.", name, "=0x", absl::Hex(reinterpret_cast<uintptr_t>(p)),
+    return absl::InvalidArgumentError(absl::StrCat(prefix, name, "=0x", absl::Hex(reinterpret_cast<uintptr_t>(p)),
                                                    ": must be ", alignment, "-byte aligned"));
   }
   return absl::OkStatus();
@@ -85,6 +90,41 @@ absl::Status ValidatePlanInputs(const mlajit_plan_config_t& config, int batch_si
     return absl::InvalidArgumentError(
         "kv_lens given with config.page_size=0: a flat layout takes lengths from kv_indptr");
   }
+  return absl::OkStatus();
+}
+
+absl::Status ValidatePlanLimits(const mlajit_plan_limits_t* l) {
+  if (l == nullptr) return absl::InvalidArgumentError("limits is null");
+  MLAJIT_RETURN_IF_ERROR(CheckStructSize(l->struct_size, sizeof(*l), "limits"));
+  if (l->max_batch_size < 1 || l->max_batch_size > kMaxDevicePlanBatch) {
+    return absl::InvalidArgumentError(absl::StrCat("limits.max_batch_size=", l->max_batch_size,
+                                                   ": must be in 1..", kMaxDevicePlanBatch));
+  }
+  if (l->max_q_len < 1 || l->max_q_len > kMaxQLen) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("limits.max_q_len=", l->max_q_len, ": must be in 1..", kMaxQLen));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidatePlanUpdate(const mlajit_plan_config_t& config,
+                                const mlajit_plan_limits_t& limits, int batch_size,
+                                const int32_t* qo_indptr, const int32_t* kv_indptr,
+                                const int32_t* kv_lens) {
+  if (batch_size < 0 || batch_size > limits.max_batch_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch_size=", batch_size, ": must be in 0..", limits.max_batch_size,
+                     " (the plan's limits.max_batch_size)"));
+  }
+  if (qo_indptr == nullptr) return absl::InvalidArgumentError("qo_indptr is null: expected a device array of batch_size + 1 int32");
+  if (kv_indptr == nullptr) return absl::InvalidArgumentError("kv_indptr is null: expected a device array of batch_size + 1 int32");
+  if (kv_lens != nullptr && config.page_size == 0) {
+    return absl::InvalidArgumentError(
+        "kv_lens given with config.page_size=0: a flat layout takes lengths from kv_indptr");
+  }
+  MLAJIT_RETURN_IF_ERROR(CheckAligned(qo_indptr, 4, "qo_indptr", ""));
+  MLAJIT_RETURN_IF_ERROR(CheckAligned(kv_indptr, 4, "kv_indptr", ""));
+  if (kv_lens != nullptr) MLAJIT_RETURN_IF_ERROR(CheckAligned(kv_lens, 4, "kv_lens", ""));
   return absl::OkStatus();
 }
 

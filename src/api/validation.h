@@ -30,6 +30,16 @@ absl::Status ValidatePlanInputs(const mlajit_plan_config_t& config, int batch_si
                                 const int32_t* qo_indptr, const int32_t* kv_indptr,
                                 const int32_t* kv_lens);
 
+// Every field of mlajit_plan_limits_t.
+absl::Status ValidatePlanLimits(const mlajit_plan_limits_t* limits);
+
+// mlajit_plan_update_async's host-visible arguments against the plan's config
+// and limits: batch size, null / misaligned arrays, kv_lens only when paged.
+absl::Status ValidatePlanUpdate(const mlajit_plan_config_t& config,
+                                const mlajit_plan_limits_t& limits, int batch_size,
+                                const int32_t* qo_indptr, const int32_t* kv_indptr,
+                                const int32_t* kv_lens);
+
 // Decode arguments against the plan they are used with. total_q: query rows
 // of the plan's batch; kv_tokens: flat plans' addressed token count (paged: 0,
 // since page ids live on the device).

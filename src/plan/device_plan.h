@@ -9,15 +9,22 @@
 //
 // A plan's workspace (partials, a8 amax) is used by the decode calls that read
 // it; two decodes that use one plan concurrently must be on one stream.
+//
+// Device-built plans (mla_plan.cuh) instead get fixed-capacity buffers sized
+// from declared limits, once (ReserveForDevicePlanner), which the plan kernel
+// rewrites on every update: nothing is allocated or copied afterwards, so
+// update + decode can be captured in a graph.
 #ifndef MLAJIT_SRC_PLAN_DEVICE_PLAN_H_
 #define MLAJIT_SRC_PLAN_DEVICE_PLAN_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "kernel_templates/mla_params.h"
+#include "kernel_templates/mla_schedule.h"
 #include "src/gpu/backend.h"
 #include "src/plan/scheduler.h"
 
@@ -34,6 +41,17 @@ class DevicePlan {
   // decode path). Partial buffers are sized for schedule.num_partials tiles of
   // block_m rows.
   absl::Status Upload(const Schedule& schedule, int block_m);
+
+  // Fixed buffers for the device planner: at most `max_batch` sequences and
+  // `max_tiles` row tiles on `num_ctas` CTAs of block_m rows. The schedule
+  // starts empty (a decode before the first update writes nothing).
+  absl::Status ReserveForDevicePlanner(int max_batch, int64_t max_tiles, int num_ctas,
+                                       int block_m);
+  // The planner's parameters for one update (layout pointers are the caller's).
+  void FillPlannerParams(MlaPlanParams* p) const;
+  // Reads the planner's counters back (synchronises `stream`).
+  absl::Status ReadCounters(int32_t counters[MLA_PLAN_NUM_COUNTERS], gpu::StreamHandle stream) const;
+  bool device_planned() const { return counters_.ptr != 0; }
 
   // Fills the metadata and workspace fields of the kernel parameters.
   void FillParams(MlaDecodeParams* p) const;
@@ -53,6 +71,9 @@ class DevicePlan {
   gpu::Backend* backend_;
   int device_;
   Buffer work_, work_indptr_, seqs_, combine_, partial_o_, partial_lse_, q_amax_;
+  // Device planner only: counters and scratch.
+  Buffer counters_, tiles_, tile_start_, seq_tile_start_, cuts_, split_;
+  int max_batch_ = 0;
   int num_combine_ = 0;
   int num_ctas_ = 0;
 };

@@ -32,81 +32,20 @@ int SeqKvLen(const LayoutView& l, size_t b) {
   return l.kv_lens.empty() ? span * l.page_size : l.kv_lens[b];
 }
 
-// KV positions the last row of a tile may see (causal rows see a prefix).
-int TileKvNeed(const LayoutView& l, int q_len, int kv_len, int last_row) {
-  if (!l.causal) return kv_len;
-  const int t = last_row / l.num_heads;
-  return std::clamp(kv_len - q_len + t + 1, 0, kv_len);
-}
-
-struct Tile {
-  int seq, row_start, rows, kv_need;
-};
-
-// Greedy fill of the CTAs in order, each up to `target`; the last CTA takes what
-// is left (so an infeasible target shows up as an overloaded last CTA).
-void FillCtas(const std::vector<Tile>& tiles, const ScheduleConfig& config, int64_t target,
-              Schedule* s) {
-  const int64_t num_ctas = config.num_ctas;
-  s->target_cost = target;
-  s->work.clear();
-  s->combine.clear();
-  s->num_partials = 0;
-  s->work_indptr.assign(num_ctas + 1, 0);
-  std::vector<int64_t> cta_cost(num_ctas, 0);
-  int64_t cta = 0;
-  auto close_cta_if_full = [&]() {
-    if (cta_cost[cta] >= target && cta + 1 < num_ctas) ++cta;
-  };
-  auto add_item = [&](const Tile& t, int kv_start, int kv_end) {
-    s->work.push_back(MlaWorkItem{t.seq, t.row_start, kv_start, kv_end, -1, {0, 0, 0}});
-    ++s->work_indptr[cta + 1];
-    cta_cost[cta] += (kv_end - kv_start) + PieceOverhead(t.rows);
-  };
-  for (const Tile& t : tiles) {
-    const size_t first_item = s->work.size();
-    const int64_t overhead = PieceOverhead(t.rows);
-    if (t.kv_need == 0) {  // still writes zeros and lse = -inf
-      add_item(t, 0, 0);
-      close_cta_if_full();
-      continue;
-    }
-    int start = 0;
-    while (start < t.kv_need) {
-      const int64_t room = target - cta_cost[cta] - overhead;
-      if (room < config.block_n && cta_cost[cta] > 0 && cta + 1 < num_ctas) {
-        ++cta;  // too little room for a useful piece here
-        continue;
-      }
-      int n = t.kv_need - start;
-      if (cta + 1 < num_ctas && n > room) {
-        // Whole KV tiles, rounded up, so that every CTA reaches the target.
-        const int64_t tiles_n = (std::max<int64_t>(room, 1) + config.block_n - 1) / config.block_n;
-        n = static_cast<int>(std::min<int64_t>(tiles_n * config.block_n, n));
-        if (t.kv_need - start - n < config.block_n) n = t.kv_need - start;  // no tiny tail
-      }
-      add_item(t, start, start + n);
-      start += n;
-      close_cta_if_full();
-    }
-    const int pieces = static_cast<int>(s->work.size() - first_item);
-    if (pieces > 1) {
-      s->combine.push_back(MlaCombineItem{t.seq, t.row_start, s->num_partials, pieces});
-      for (size_t i = first_item; i < s->work.size(); ++i) s->work[i].partial = s->num_partials++;
-    }
-  }
-  s->max_cta_cost = 0;
-  s->active_ctas = 0;
-  for (int64_t c = 0; c < num_ctas; ++c) {
-    s->work_indptr[c + 1] += s->work_indptr[c];
-    s->max_cta_cost = std::max(s->max_cta_cost, cta_cost[c]);
-    if (cta_cost[c] > 0) ++s->active_ctas;
-  }
-}
-
 }  // namespace
 
-int64_t PieceOverhead(int rows) { return 4 * int64_t{rows} + 32; }
+MlaScheduleShape ToShape(const LayoutView& l, const ScheduleConfig& config) {
+  MlaScheduleShape shape;
+  shape.num_heads = l.num_heads;
+  shape.causal = l.causal ? 1 : 0;
+  shape.block_m = config.block_m;
+  shape.block_n = config.block_n;
+  shape.num_ctas = config.num_ctas;
+  shape.min_cost_per_cta = config.min_cost_per_cta;
+  return shape;
+}
+
+int64_t PieceOverhead(int rows) { return MlaPieceOverhead(rows); }
 
 absl::Status ValidateLayout(const LayoutView& l) {
   if (l.num_heads < 1 || l.num_heads > kMaxHeads) {
@@ -173,48 +112,61 @@ absl::StatusOr<Schedule> BuildSchedule(const LayoutView& l, const ScheduleConfig
                                                    " block_m=", config.block_m, " block_n=",
                                                    config.block_n, ": must all be positive"));
   }
-  const size_t batch = l.qo_indptr.size() - 1;
+  const MlaScheduleShape shape = ToShape(l, config);
+  const int batch = static_cast<int>(l.qo_indptr.size()) - 1;
+  const int num_ctas = config.num_ctas;
   Schedule s;
   s.total_q = l.qo_indptr[batch];
   s.seqs.resize(batch);
 
-  std::vector<Tile> tiles;
-  for (size_t b = 0; b < batch; ++b) {
+  // Steps 1-2 of mla_schedule.h: tiles and their places on the cost line.
+  std::vector<MlaTile> tiles;
+  for (int b = 0; b < batch; ++b) {
     const int q_len = l.qo_indptr[b + 1] - l.qo_indptr[b];
     const int kv_len = SeqKvLen(l, b);
     s.seqs[b] = MlaSeqInfo{l.qo_indptr[b], q_len, kv_len, l.kv_indptr[b]};
     s.max_q_len = std::max(s.max_q_len, q_len);
-    const int rows = q_len * l.num_heads;
-    for (int r = 0; r < rows; r += config.block_m) {
-      const int tile_rows = std::min(config.block_m, rows - r);
-      tiles.push_back({static_cast<int>(b), r, tile_rows,
-                       TileKvNeed(l, q_len, kv_len, r + tile_rows - 1)});
-      s.total_cost += tiles.back().kv_need + PieceOverhead(tile_rows);
+    for (int i = 0; i < MlaTilesOfSequence(q_len, shape); ++i) {
+      tiles.push_back(MlaMakeTile(b, i, q_len, kv_len, shape));
     }
   }
+  const int num_tiles = static_cast<int>(tiles.size());
+  std::vector<long long> tile_start(num_tiles + 1, 0);
+  for (int t = 0; t < num_tiles; ++t) tile_start[t + 1] = tile_start[t] + MlaTileCost(tiles[t]);
+  s.total_cost = tile_start[num_tiles];
+  long long max_tile_cost = 0;
+  for (const MlaTile& t : tiles) max_tile_cost = std::max(max_tile_cost, MlaTileCost(t));
+  s.target_cost = MlaTargetCost(s.total_cost, max_tile_cost, num_tiles, shape);
 
-  // Pieces add overhead, so the greedy fill below may need a target above the
-  // plain average: search the smallest target whose fill fits the grid within
-  // the balance bound (the fill is cheap: one pass over the tiles).
-  const int64_t num_ctas = config.num_ctas;
-  const int64_t slack = 2 * int64_t{config.block_n} + 2 * PieceOverhead(config.block_m);
-  int64_t lo = std::max<int64_t>((s.total_cost + num_ctas - 1) / num_ctas,
-                                 config.min_cost_per_cta);
-  int64_t hi = std::max<int64_t>(lo, s.total_cost + slack);
-  Schedule best = s;
-  FillCtas(tiles, config, hi, &best);
-  while (lo < hi) {
-    const int64_t mid = lo + (hi - lo) / 2;
-    Schedule trial = s;
-    FillCtas(tiles, config, mid, &trial);
-    if (trial.max_cta_cost <= mid + slack) {
-      best = std::move(trial);
-      hi = mid;
-    } else {
-      lo = mid + 1;
-    }
+  // Step 3: the cuts; step 4: the split tiles' partial slots and merges.
+  std::vector<MlaCut> cuts(num_ctas + 1);
+  for (int c = 0; c <= num_ctas; ++c) {
+    cuts[c] = MlaFindCut(c, s.target_cost, tile_start.data(), tiles.data(), num_tiles,
+                         config.block_n);
   }
-  s = std::move(best);
+  std::vector<MlaCutSplit> split(num_ctas + 1, MlaCutSplit{0, 0});
+  s.combine.resize(num_ctas);
+  int num_combine = 0;
+  s.num_partials = MlaAssignPartials(cuts.data(), num_ctas, tiles.data(), split.data(),
+                                     s.combine.data(), &num_combine);
+  s.combine.resize(num_combine);
+
+  // The work items, grouped by CTA.
+  s.work_indptr.assign(num_ctas + 1, 0);
+  for (int c = 0; c < num_ctas; ++c) {
+    int64_t cost = 0;
+    MlaForEachPiece(cuts[c], cuts[c + 1], tiles.data(), num_tiles,
+                    [&](int t, int kv_start, int kv_end) {
+                      const MlaTile& tile = tiles[t];
+                      s.work.push_back(MlaWorkItem{tile.seq, tile.row_start, kv_start, kv_end,
+                                                   MlaPiecePartial(c, t, cuts.data(), split.data()),
+                                                   {0, 0, 0}});
+                      cost += (kv_end - kv_start) + PieceOverhead(tile.rows);
+                    });
+    s.work_indptr[c + 1] = static_cast<int32_t>(s.work.size());
+    s.max_cta_cost = std::max(s.max_cta_cost, cost);
+    if (cost > 0) ++s.active_ctas;
+  }
   return s;
 }
 

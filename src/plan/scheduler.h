@@ -7,14 +7,16 @@
 //
 // Work: each sequence's q_len * H query rows (q position major, head minor) are
 // cut into tiles of block_m rows; each tile needs KV positions [0, visible) where
-// `visible` is what its last row may see. The tiles' KV ranges are laid end to
-// end and cut into pieces so that every CTA gets about the same cost, with
-//   cost(piece) = tokens + 4 * rows + 32   (Q load and partial write overhead).
-// Pieces start on multiples of block_n. A tile cut into several pieces writes
-// partials (consecutive slots) that one MlaCombineItem merges by LSE.
+// `visible` is what its last row may see. The tiles are laid end to end on a
+// cost line, cost(piece) = tokens + 4 * rows + 32 (Q load and result write), and
+// the line is cut into equal shares, one per CTA; cuts inside a tile move to
+// multiples of block_n. A tile cut into several pieces writes partials
+// (consecutive slots) that one MlaCombineItem merges by LSE. The algorithm is
+// kernel_templates/mla_schedule.h, shared with the device planner, which builds
+// the same schedule on the GPU.
 //
 // Balance bound (tested): every CTA's cost <= target + 2 * block_n + 2 * overhead,
-// where target = max(ceil(total / num_ctas), min_cost_per_cta).
+// where target = max(ceil(total / num_ctas), min_cost_per_cta, 2 * block_n).
 #ifndef MLAJIT_SRC_PLAN_SCHEDULER_H_
 #define MLAJIT_SRC_PLAN_SCHEDULER_H_
 
@@ -25,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "kernel_templates/mla_params.h"
+#include "kernel_templates/mla_schedule.h"
 
 namespace mlajit::plan {
 
@@ -63,6 +66,9 @@ struct Schedule {
 };
 
 int64_t PieceOverhead(int rows);
+
+// The algorithm's parameters (mla_schedule.h) for a layout and a config.
+MlaScheduleShape ToShape(const LayoutView& layout, const ScheduleConfig& config);
 
 absl::StatusOr<Schedule> BuildSchedule(const LayoutView& layout, const ScheduleConfig& config);
 

@@ -80,6 +80,49 @@ TEST(PlanInputValidation, BatchArraysAndKvLens) {
   EXPECT_TRUE(ValidatePlanInputs(paged, 1, qo, kv, lens).ok());
 }
 
+TEST(PlanLimitsValidation, EachField) {
+  mlajit_plan_limits_t l = MLAJIT_PLAN_LIMITS_INIT;
+  l.max_batch_size = 64;
+  EXPECT_TRUE(ValidatePlanLimits(&l).ok());
+  ExpectInvalid(ValidatePlanLimits(nullptr), "limits is null");
+  mlajit_plan_limits_t bad = l;
+  bad.struct_size = 4;
+  ExpectInvalid(ValidatePlanLimits(&bad), "limits->struct_size=4");
+  bad = l;
+  bad.max_batch_size = 0;
+  ExpectInvalid(ValidatePlanLimits(&bad), "limits.max_batch_size=0: must be in 1..1048576");
+  bad.max_batch_size = (1 << 20) + 1;
+  ExpectInvalid(ValidatePlanLimits(&bad), "limits.max_batch_size=1048577");
+  bad = l;
+  bad.max_q_len = 9;
+  ExpectInvalid(ValidatePlanLimits(&bad), "limits.max_q_len=9: must be in 1..8");
+  bad.max_q_len = 0;
+  ExpectInvalid(ValidatePlanLimits(&bad), "limits.max_q_len=0");
+}
+
+// Device arrays are only checked for null and alignment, never read here.
+TEST(PlanUpdateValidation, BatchArraysAndKvLens) {
+  const mlajit_plan_config_t c = GoodConfig();
+  mlajit_plan_limits_t l = MLAJIT_PLAN_LIMITS_INIT;
+  l.max_batch_size = 8;
+  const auto* qo = reinterpret_cast<const int32_t*>(0x1000);
+  const auto* kv = reinterpret_cast<const int32_t*>(0x2000);
+  const auto* lens = reinterpret_cast<const int32_t*>(0x3000);
+  EXPECT_TRUE(ValidatePlanUpdate(c, l, 8, qo, kv, nullptr).ok());
+  EXPECT_TRUE(ValidatePlanUpdate(c, l, 0, qo, kv, nullptr).ok());
+  ExpectInvalid(ValidatePlanUpdate(c, l, 9, qo, kv, nullptr),
+                "batch_size=9: must be in 0..8 (the plan's limits.max_batch_size)");
+  ExpectInvalid(ValidatePlanUpdate(c, l, -1, qo, kv, nullptr), "batch_size=-1");
+  ExpectInvalid(ValidatePlanUpdate(c, l, 1, nullptr, kv, nullptr), "qo_indptr is null");
+  ExpectInvalid(ValidatePlanUpdate(c, l, 1, qo, nullptr, nullptr), "kv_indptr is null");
+  ExpectInvalid(ValidatePlanUpdate(c, l, 1, qo, kv, lens), "kv_lens given with config.page_size=0");
+  ExpectInvalid(ValidatePlanUpdate(c, l, 1, reinterpret_cast<const int32_t*>(0x1002), kv, nullptr),
+                "qo_indptr=0x1002: must be 4-byte aligned");
+  mlajit_plan_config_t paged = c;
+  paged.page_size = 64;
+  EXPECT_TRUE(ValidatePlanUpdate(paged, l, 1, qo, kv, lens).ok());
+}
+
 // Device pointers are only compared and checked for alignment, never
 // dereferenced, so fake addresses exercise every rule.
 mlajit_decode_args_t GoodArgs() {

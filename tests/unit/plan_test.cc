@@ -185,6 +185,75 @@ TEST(Scheduler, RandomLayoutsKeepInvariants) {
   }
 }
 
+// The device planner's fixed buffers (DevicePlan::ReserveForDevicePlanner)
+// rely on these bounds: items <= tiles + (num_ctas - 1), partial slots <=
+// 2 * (num_ctas - 1), merges <= num_ctas - 1.
+TEST(Scheduler, OutputsFitTheDevicePlannersCapacities) {
+  std::mt19937 rng(11);
+  for (int round = 0; round < 300; ++round) {
+    const int batch = 1 + rng() % 64;
+    const int heads = 1 + rng() % 128;
+    std::vector<int> q(batch), kv(batch);
+    for (int b = 0; b < batch; ++b) {
+      q[b] = rng() % 9;
+      kv[b] = rng() % 3 == 0 ? static_cast<int>(rng() % 200000) : static_cast<int>(rng() % 500);
+    }
+    Layout l = MakeLayout(q, kv, heads, rng() % 2 == 0);
+    const int bm = 16 << (rng() % 3);
+    ScheduleConfig cfg{1 + static_cast<int>(rng() % 300), bm, bm == 16 ? 64 : 32,
+                       static_cast<int>(rng() % 300)};
+    auto s = BuildSchedule(l.view(), cfg);
+    ASSERT_TRUE(s.ok()) << s.status();
+    const MlaScheduleShape shape = ToShape(l.view(), cfg);
+    int64_t tiles = 0;
+    for (int b = 0; b < batch; ++b) tiles += MlaTilesOfSequence(q[b], shape);
+    const int64_t cuts = cfg.num_ctas - 1;
+    EXPECT_LE(static_cast<int64_t>(s->work.size()), tiles + cuts) << "round " << round;
+    EXPECT_LE(s->num_partials, 2 * cuts) << "round " << round;
+    EXPECT_LE(static_cast<int64_t>(s->combine.size()), cuts) << "round " << round;
+    if (HasFailure()) return;
+  }
+}
+
+// The shared algorithm's cuts never go backwards and interior cuts are
+// distinct, which the piece enumeration and the partial numbering assume.
+TEST(Scheduler, CutsAreMonotonicAndInteriorCutsDistinct) {
+  std::mt19937 rng(5);
+  for (int round = 0; round < 200; ++round) {
+    const int batch = 1 + rng() % 20;
+    std::vector<MlaTile> tiles;
+    MlaScheduleShape shape{1 + static_cast<int>(rng() % 128), static_cast<int>(rng() % 2),
+                           16 << (rng() % 3), 32, 1 + static_cast<int>(rng() % 264),
+                           static_cast<int>(rng() % 300)};
+    for (int b = 0; b < batch; ++b) {
+      const int q_len = rng() % 9, kv_len = static_cast<int>(rng() % 50000);
+      for (int i = 0; i < MlaTilesOfSequence(q_len, shape); ++i) {
+        tiles.push_back(MlaMakeTile(b, i, q_len, kv_len, shape));
+      }
+    }
+    std::vector<long long> start(tiles.size() + 1, 0);
+    for (size_t t = 0; t < tiles.size(); ++t) start[t + 1] = start[t] + MlaTileCost(tiles[t]);
+    long long max_cost = 0;
+    for (const MlaTile& t : tiles) max_cost = std::max(max_cost, MlaTileCost(t));
+    const long long target =
+        MlaTargetCost(start.back(), max_cost, static_cast<long long>(tiles.size()), shape);
+    MlaCut prev{0, 0};
+    for (int c = 0; c <= shape.num_ctas; ++c) {
+      const MlaCut cut = MlaFindCut(c, target, start.data(), tiles.data(),
+                                    static_cast<int>(tiles.size()), shape.block_n);
+      ASSERT_TRUE(cut.tile > prev.tile || (cut.tile == prev.tile && cut.token >= prev.token))
+          << "round " << round << " cut " << c;
+      if (cut.token > 0) {
+        EXPECT_FALSE(cut.tile == prev.tile && cut.token == prev.token) << "duplicate interior cut";
+        EXPECT_LT(cut.token, tiles[cut.tile].kv_need);
+        EXPECT_EQ(cut.token % shape.block_n, 0);
+      }
+      prev = cut;
+    }
+    EXPECT_EQ(prev.tile, static_cast<int>(tiles.size())) << "the last cut closes the line";
+  }
+}
+
 TEST(Scheduler, RejectsBadLayouts) {
   Layout l = MakeLayout({1, 1, 1}, {40, 17, 5}, 16);
   l.kv = {0, 40, 17, 22};
