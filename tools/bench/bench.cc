@@ -10,6 +10,15 @@
 // back-to-back burst (launch gaps hidden), effective TB/s and TFLOP/s, and the
 // floor: max(bytes / read bandwidth, FLOPs / tensor rate). First-call costs
 // (cold compile, warm disk load) are measured separately, never mixed in.
+//
+// Two figures about launch overhead sit next to the device times:
+//  - graph_us: one call captured into a graph, replayed --runs times back to
+//    back between one pair of events (mean per replay). The replays read the
+//    same inputs, so small cases may be served from L2, unlike burst_us. "-"
+//    when the call cannot be captured (a warning says why on stderr).
+//  - host_us: host wall time per mlajit_decode call (validation and enqueue,
+//    not the kernel): median of 5 bursts of min(--runs, 100) calls, few enough
+//    that the launch queue never fills and blocks the host.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -23,10 +32,12 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "mlajit/mlajit.h"
 #include "src/base/mla_types.h"
 #include "src/base/status_macros.h"
+#include "tools/bench/step_graph.h"
 #include "tools/harness/decode_harness.h"
 
 namespace mlajit::bench {
@@ -104,6 +115,8 @@ std::vector<Case> SuiteCases(const std::string& name) {
 struct Result {
   Case c;
   double median_us = 0, min_us = 0, burst_us = 0;
+  double graph_us = 0;  // 0: the call could not be captured
+  double host_us = 0;
   double bytes = 0, flops = 0, floor_us = 0;
   double rel_err = 0;
   bool passed = false;
@@ -113,6 +126,15 @@ struct Result {
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
+}
+
+std::string CaseName(const BatchConfig& c) {
+  return absl::StrFormat("(%d,%d,%d,%d) %s%s%s", c.batch_size, c.q_len, c.kv_len, c.num_heads,
+                         std::string(KvFormatName(c.kv_format)),
+                         c.page_size ? absl::StrCat(" p", c.page_size) : "",
+                         c.lengths == LengthDistribution::kSkewed    ? " skewed"
+                         : c.lengths == LengthDistribution::kUniform ? " uniform"
+                                                                     : "");
 }
 
 // Bytes that must move (KV read once, Q read once, out written once) and the
@@ -136,6 +158,41 @@ void CountWork(const DeviceBatch& db, Result* r) {
   r->flops = qk_pairs * 2.0 * (kHeadDimQk + kHeadDimV);
   const double rate = c.kv_format == KvFormat::kBf16 ? kBf16Rate : kFp8Rate;
   r->floor_us = std::max(r->bytes / kReadBandwidth, r->flops / rate) * 1e6;
+}
+
+// Device time per replay of a graph holding one mlajit_decode call with `args`,
+// over `runs` replays between `start` and `end`; 0 (after a warning on stderr)
+// when the call cannot be captured. Errors other than capture ones are returned.
+absl::StatusOr<double> GraphReplayUs(gpu::Backend* b, int dev, gpu::StreamHandle stream,
+                                     mlajit_plan_t plan, mlajit_decode_args_t args, int runs,
+                                     gpu::EventHandle start, gpu::EventHandle end,
+                                     const std::string& name) {
+  auto warn = [&](absl::string_view what, const absl::Status& s) {
+    const std::string message = absl::StrReplaceAll(s.message(), {{"\n", " "}});
+    std::fprintf(stderr, "mlajit_bench: %s: graph_us skipped: %s: %s\n", name.c_str(),
+                 std::string(what).c_str(), message.c_str());
+    return 0.0;
+  };
+  if (absl::Status s = b->BeginCapture(dev, stream); !s.ok()) return warn("BeginCapture", s);
+  const absl::Status decode = harness::FromC(mlajit_decode(plan, &args, stream));
+  // Ended even when the decode failed, so that the stream leaves capture mode.
+  absl::StatusOr<gpu::GraphHandle> graph = b->EndCapture(dev, stream);
+  if (!decode.ok()) {
+    if (graph.ok()) (void)b->DestroyGraph(dev, *graph);
+    return warn("mlajit_decode while capturing", decode);
+  }
+  if (!graph.ok()) return warn("EndCapture", graph.status());
+  // The first replay uploads the graph to the device; keep it out of the timing.
+  absl::Status s = b->LaunchGraph(dev, *graph, stream);
+  if (s.ok()) s = b->RecordEvent(dev, start, stream);
+  for (int i = 0; i < runs && s.ok(); ++i) s = b->LaunchGraph(dev, *graph, stream);
+  if (s.ok()) s = b->RecordEvent(dev, end, stream);
+  if (s.ok()) s = b->StreamSynchronize(dev, stream);
+  absl::StatusOr<float> ms = s.ok() ? b->ElapsedMs(start, end) : absl::StatusOr<float>(s);
+  const absl::Status destroyed = b->DestroyGraph(dev, *graph);
+  if (!ms.ok()) return ms.status();
+  MLAJIT_RETURN_IF_ERROR(destroyed);
+  return *ms * 1e3 / runs;
 }
 
 absl::StatusOr<Result> RunCase(DecodeHarness& h, const Case& c, int runs, bool check) {
@@ -208,18 +265,60 @@ absl::StatusOr<Result> RunCase(DecodeHarness& h, const Case& c, int runs, bool c
   MLAJIT_RETURN_IF_ERROR(b->StreamSynchronize(dev, stream));
   MLAJIT_ASSIGN_OR_RETURN(float burst_ms, b->ElapsedMs(ev[2 * runs], ev[2 * runs + 1]));
   r.burst_us = burst_ms * 1e3 / runs;
+  // Host cost per call; the stream is drained before each burst so that every
+  // burst starts with an empty launch queue.
+  const int host_calls = std::min(runs, 100);
+  std::vector<double> host_us(5);
+  for (double& per_call : host_us) {
+    MLAJIT_RETURN_IF_ERROR(b->StreamSynchronize(dev, stream));
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < host_calls; ++i) {
+      mlajit_decode_args_t a = args_for(i);
+      MLAJIT_RETURN_IF_ERROR(harness::FromC(mlajit_decode(db->plan, &a, stream)));
+    }
+    const auto t1 = std::chrono::steady_clock::now();
+    per_call = std::chrono::duration<double, std::micro>(t1 - t0).count() / host_calls;
+  }
+  MLAJIT_RETURN_IF_ERROR(b->StreamSynchronize(dev, stream));
+  r.host_us = Median(host_us);
+  // Graph replays; the burst's events have been read and may be recorded again.
+  MLAJIT_ASSIGN_OR_RETURN(r.graph_us,
+                          GraphReplayUs(b, dev, stream, db->plan, db->args, runs, ev[2 * runs],
+                                        ev[2 * runs + 1], CaseName(c.config)));
   for (auto e : ev) (void)b->DestroyEvent(dev, e);
   (void)b->DestroyStream(dev, stream);
   return r;
 }
 
-std::string CaseName(const BatchConfig& c) {
-  return absl::StrFormat("(%d,%d,%d,%d) %s%s%s", c.batch_size, c.q_len, c.kv_len, c.num_heads,
-                         std::string(KvFormatName(c.kv_format)),
-                         c.page_size ? absl::StrCat(" p", c.page_size) : "",
-                         c.lengths == LengthDistribution::kSkewed    ? " skewed"
-                         : c.lengths == LengthDistribution::kUniform ? " uniform"
-                                                                     : "");
+// Where a decode call's host time goes: the driver queries behind its device
+// checks, timed on their own (µs per query, median of 5 bursts of 1000).
+void HostCostBreakdown(DecodeHarness& h) {
+  gpu::Backend* b = h.backend();
+  const int dev = h.device();
+  auto buffer = DeviceBuffer::Allocate(b, dev, 4096);
+  auto stream = b->CreateStream(dev);
+  if (!buffer.ok() || !stream.ok()) return;
+  auto per_call_us = [](auto&& body) {
+    std::vector<double> us(5);
+    for (double& u : us) {
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < 1000; ++i) body();
+      u = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
+          1000;
+    }
+    return Median(us);
+  };
+  volatile int sink = 0;
+  const double pointer = per_call_us([&] { sink = sink + b->PointerDevice(buffer->get()); });
+  const double stream_check = per_call_us([&] { sink = sink + b->CheckStream(dev, *stream).ok(); });
+  const double restore = per_call_us([&] {
+    gpu::ScopedDeviceRestore r(b);
+    sink = sink + b->SetCurrentDevice(dev).ok();
+  });
+  std::printf("host cost of the checks: pointer query %.3f us (5 per decode), stream check %.3f us, "
+              "device bind + restore %.3f us\n",
+              pointer, stream_check, restore);
+  (void)b->DestroyStream(dev, *stream);
 }
 
 // Cold compile and warm disk load of the first case's kernel, in fresh runtimes
@@ -260,6 +359,7 @@ void FirstCallCosts(const Case& c) {
 int Main(int argc, char** argv) {
   std::string suites = "default", json_path, only;
   int runs = 300;
+  int step_layers = 0;  // > 0: also time a captured step of that many layers per case
   bool check = true;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -274,10 +374,14 @@ int Main(int argc, char** argv) {
       only = next();
     } else if (a == "--no-check") {
       check = false;
+    } else if (a == "--step-layers") {
+      step_layers = std::max(0, std::atoi(next().c_str()));
     } else if (a == "--help" || a == "-h") {
       std::printf(
           "usage: mlajit_bench [--suite default|bf16|mxfp4|paged64|paged1|heads128|skewed|all[,..]]\n"
-          "                    [--runs N] [--json FILE] [--no-check] [--only CASE_SUBSTRING]\n");
+          "                    [--runs N] [--json FILE] [--no-check] [--only CASE_SUBSTRING]\n"
+          "                    [--step-layers L]   (also: a device-planned step of L decode\n"
+          "                                         calls per case, captured in a graph)\n");
       return 0;
     } else {
       std::fprintf(stderr, "mlajit_bench: unknown argument %s (see --help)\n", a.c_str());
@@ -306,6 +410,7 @@ int Main(int argc, char** argv) {
     return 1;
   }
   FirstCallCosts(cases.front());
+  HostCostBreakdown(**h);
   std::vector<Result> results;
   for (const Case& c : cases) {
     auto r = RunCase(**h, c, runs, check);
@@ -320,15 +425,16 @@ int Main(int argc, char** argv) {
                  c.suite.c_str(), CaseName(c.config).c_str(), r->median_us,
                  check && !r->passed ? " (MISMATCH)" : "");
   }
-  std::printf("\n%-8s %-30s %9s %9s %9s %8s %8s %9s %7s %9s %s\n", "suite", "case", "median_us",
-              "min_us", "burst_us", "TB/s", "TFLOP/s", "floor_us", "%floor", "rel_err", "ok");
+  std::printf("\n%-8s %-30s %9s %9s %9s %9s %9s %8s %8s %9s %7s %9s %s\n", "suite", "case",
+              "median_us", "min_us", "burst_us", "graph_us", "host_us", "TB/s", "TFLOP/s",
+              "floor_us", "%floor", "rel_err", "ok");
   std::string current;
   double log_sum = 0, log_floor = 0;
   int n = 0;
   auto flush_geomean = [&]() {
     if (n > 0) {
-      std::printf("%-8s %-30s %9.2f %9s %9s %8s %8s %9.2f %6.1f%%\n", current.c_str(), "geomean",
-                  std::exp(log_sum / n), "", "", "", "", std::exp(log_floor / n),
+      std::printf("%-8s %-30s %9.2f %9s %9s %9s %9s %8s %8s %9.2f %6.1f%%\n", current.c_str(),
+                  "geomean", std::exp(log_sum / n), "", "", "", "", "", "", std::exp(log_floor / n),
                   100 * std::exp(log_floor / n) / std::exp(log_sum / n));
     }
     log_sum = log_floor = 0;
@@ -340,15 +446,26 @@ int Main(int argc, char** argv) {
       current = r.c.suite;
     }
     const double s = r.median_us * 1e-6;
-    std::printf("%-8s %-30s %9.2f %9.2f %9.2f %8.2f %8.1f %9.2f %6.1f%% %9.2e %s\n",
-                r.c.suite.c_str(), CaseName(r.c.config).c_str(), r.median_us, r.min_us,
-                r.burst_us, r.bytes / s * 1e-12, r.flops / s * 1e-12, r.floor_us,
+    const std::string graph = r.graph_us > 0 ? absl::StrFormat("%.2f", r.graph_us) : "-";
+    std::printf("%-8s %-30s %9.2f %9.2f %9.2f %9s %9.2f %8.2f %8.1f %9.2f %6.1f%% %9.2e %s\n",
+                r.c.suite.c_str(), CaseName(r.c.config).c_str(), r.median_us, r.min_us, r.burst_us,
+                graph.c_str(), r.host_us, r.bytes / s * 1e-12, r.flops / s * 1e-12, r.floor_us,
                 100 * r.floor_us / r.median_us, r.rel_err, check ? (r.passed ? "yes" : "NO") : "-");
     log_sum += std::log(r.median_us);
     log_floor += std::log(r.floor_us);
     ++n;
   }
   flush_geomean();
+  if (step_layers > 0) {
+    std::printf("\n");
+    for (const Case& c : cases) {
+      if (absl::Status s = RunStepGraph(**h, c.config, step_layers, 30); !s.ok()) {
+        std::fprintf(stderr, "%s: step graph: %s\n", CaseName(c.config).c_str(),
+                     std::string(s.message()).c_str());
+        return 1;
+      }
+    }
+  }
   if (!json_path.empty()) {
     std::ofstream out(json_path);
     out << "{\"ceilings\":{\"read_bytes_per_s\":" << kReadBandwidth << ",\"fp8_flops\":" << kFp8Rate
@@ -358,6 +475,7 @@ int Main(int argc, char** argv) {
       out << (i ? "," : "") << "{\"suite\":\"" << r.c.suite << "\",\"case\":\""
           << CaseName(r.c.config) << "\",\"median_us\":" << r.median_us
           << ",\"min_us\":" << r.min_us << ",\"burst_us\":" << r.burst_us
+          << ",\"graph_us\":" << r.graph_us << ",\"host_us\":" << r.host_us
           << ",\"bytes\":" << r.bytes << ",\"flops\":" << r.flops
           << ",\"floor_us\":" << r.floor_us << ",\"rel_err\":" << r.rel_err
           << ",\"passed\":" << (r.passed ? "true" : "false") << ",\"copies\":" << r.copies
