@@ -62,8 +62,8 @@ struct MlaCutSplit {
 MLA_HOST_DEVICE inline long long MlaPieceOverhead(int rows) { return 4LL * rows + 32; }
 
 MLA_HOST_DEVICE inline int MlaTilesOfSequence(int q_len, const MlaScheduleShape& s) {
-  const int rows = q_len * s.num_heads;
-  return (rows + s.block_m - 1) / s.block_m;
+  const long long rows = static_cast<long long>(q_len) * s.num_heads;
+  return static_cast<int>((rows + s.block_m - 1) / s.block_m);
 }
 
 // Tile `i` of sequence `seq`; causal rows see a prefix, so the last row bounds it.
@@ -71,7 +71,7 @@ MLA_HOST_DEVICE inline MlaTile MlaMakeTile(int seq, int i, int q_len, int kv_len
                                            const MlaScheduleShape& s) {
   MlaTile t;
   t.seq = seq;
-  t.row_start = i * s.block_m;
+  t.row_start = i * s.block_m;  // i < MlaTilesOfSequence: no overflow
   const int rows_total = q_len * s.num_heads;
   t.rows = rows_total - t.row_start < s.block_m ? rows_total - t.row_start : s.block_m;
   int need = kv_len;
