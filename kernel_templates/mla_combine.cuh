@@ -11,8 +11,10 @@
 namespace mla_combine {
 
 constexpr int NUM_THREADS = NUM_WARPS * 32;
-constexpr int ROWS_PER_BLOCK = NUM_THREADS / 32;  // one 32-lane group per row
-constexpr int DIMS_PER_LANE = HEAD_DIM_V / 32;    // 16
+constexpr int GROUPS_PER_BLOCK = NUM_THREADS / 32;  // 32-lane groups
+constexpr int COLS_PER_GROUP = HEAD_DIM_V / MLA_COMBINE_GROUPS_PER_ROW;  // 4 per lane
+constexpr int SPLIT_BATCH = 8;  // splits whose loads are in flight together
+static_assert(COLS_PER_GROUP == 32 * 4, "one float4 per lane");
 
 MLA_INLINE float GroupMax(float v) {
 #pragma unroll
@@ -26,62 +28,66 @@ MLA_INLINE float GroupMax(float v) {
   return v;
 }
 
-// One 32-lane group per (combine item, row): the lanes first find the largest
-// split LSE together, then each lane merges 16 output columns over the splits.
-// The splits' loads are independent, so they overlap instead of forming one
-// long latency chain per row.
+// One 32-lane group per (combine item, row, quarter of the 512 columns): the
+// lanes first find the largest split LSE together, then each lane merges 4
+// columns over the splits, SPLIT_BATCH splits at a time with all their loads
+// issued before any is used, so a merge costs a few memory latencies rather
+// than one per split.
 MLA_INLINE void CombineItems(const MlaDecodeParams& p) {
   const int lane = threadIdx.x & 31, group = threadIdx.x >> 5;
   const int num_combine =
       p.plan_counters != 0 ? p.plan_counters[MLA_PLAN_NUM_COMBINE] : p.num_combine;
-  const long long total_rows = static_cast<long long>(num_combine) * BLOCK_M;
-  for (long long flat = static_cast<long long>(blockIdx.x) * ROWS_PER_BLOCK + group;
-       flat < total_rows; flat += static_cast<long long>(gridDim.x) * ROWS_PER_BLOCK) {
-    const int ci = static_cast<int>(flat / BLOCK_M), r = static_cast<int>(flat % BLOCK_M);
+  const long long total =
+      static_cast<long long>(num_combine) * BLOCK_M * MLA_COMBINE_GROUPS_PER_ROW;
+  for (long long flat = static_cast<long long>(blockIdx.x) * GROUPS_PER_BLOCK + group;
+       flat < total; flat += static_cast<long long>(gridDim.x) * GROUPS_PER_BLOCK) {
+    const int quarter = static_cast<int>(flat % MLA_COMBINE_GROUPS_PER_ROW);
+    const long long row_flat = flat / MLA_COMBINE_GROUPS_PER_ROW;
+    const int ci = static_cast<int>(row_flat / BLOCK_M), r = static_cast<int>(row_flat % BLOCK_M);
     const MlaCombineItem item = p.combine[ci];
     const MlaSeqInfo s = p.seqs[item.seq];
     if (item.row_start + r >= s.q_len * NUM_HEADS) continue;  // uniform across the group
+    const int n = item.num_splits;
     const float* lse = p.partial_lse + static_cast<long long>(item.partial_start) * BLOCK_M + r;
     float mx = NegInf();
-    for (int k = lane; k < item.num_splits; k += 32) mx = fmaxf(mx, lse[k * BLOCK_M]);
+    for (int k = lane; k < n; k += 32) mx = fmaxf(mx, lse[k * BLOCK_M]);
     mx = GroupMax(mx);
-    float acc[DIMS_PER_LANE];
-#pragma unroll
-    for (int i = 0; i < DIMS_PER_LANE; ++i) acc[i] = 0.0f;
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     float wsum = 0.0f;
     if (mx != NegInf()) {
       const float* po = p.partial_o +
                         (static_cast<long long>(item.partial_start) * BLOCK_M + r) * HEAD_DIM_V +
-                        lane * DIMS_PER_LANE;
-#pragma unroll 2
-      for (int k = 0; k < item.num_splits; ++k) {
-        const float lse_k = lse[k * BLOCK_M];
-        // A split that saw nothing for this row has lse -inf and weight 0.
-        const float w = lse_k == NegInf() ? 0.0f : expf(lse_k - mx);
-        wsum += w;
-        const float4* src =
-            reinterpret_cast<const float4*>(po + static_cast<long long>(k) * BLOCK_M * HEAD_DIM_V);
+                        quarter * COLS_PER_GROUP + lane * 4;
+      constexpr long long SPLIT_STRIDE = static_cast<long long>(BLOCK_M) * HEAD_DIM_V;
+      // A split that saw nothing for this row has lse -inf and weight 0.
+      for (int k0 = 0; k0 < n; k0 += SPLIT_BATCH) {
+        float l[SPLIT_BATCH];
+        float4 v[SPLIT_BATCH];
 #pragma unroll
-        for (int i = 0; i < DIMS_PER_LANE / 4; ++i) {
-          const float4 v = src[i];
-          acc[4 * i] += w * v.x;
-          acc[4 * i + 1] += w * v.y;
-          acc[4 * i + 2] += w * v.z;
-          acc[4 * i + 3] += w * v.w;
+        for (int i = 0; i < SPLIT_BATCH; ++i) {
+          const int k = k0 + i < n ? k0 + i : n - 1;  // clamped: loads stay in bounds
+          l[i] = lse[k * BLOCK_M];
+          v[i] = *reinterpret_cast<const float4*>(po + k * SPLIT_STRIDE);
+        }
+#pragma unroll
+        for (int i = 0; i < SPLIT_BATCH; ++i) {
+          const float w = (k0 + i >= n || l[i] == NegInf()) ? 0.0f : expf(l[i] - mx);
+          wsum += w;
+          acc[0] += w * v[i].x;
+          acc[1] += w * v[i].y;
+          acc[2] += w * v[i].z;
+          acc[3] += w * v[i].w;
         }
       }
     }
     const float inv = wsum > 0.0f ? 1.0f / wsum : 0.0f;
     const long long qrow = static_cast<long long>(s.qo_start) * NUM_HEADS + item.row_start + r;
-    u32 packed[DIMS_PER_LANE / 2];
-#pragma unroll
-    for (int i = 0; i < DIMS_PER_LANE / 2; ++i)
-      packed[i] = PackBf16x2(acc[2 * i] * inv, acc[2 * i + 1] * inv);
-    uint4* out = reinterpret_cast<uint4*>(static_cast<u16*>(p.out) + qrow * HEAD_DIM_V +
-                                          lane * DIMS_PER_LANE);
-    out[0] = make_uint4(packed[0], packed[1], packed[2], packed[3]);
-    out[1] = make_uint4(packed[4], packed[5], packed[6], packed[7]);
-    if (WRITE_LSE && lane == 0) p.lse[qrow] = wsum > 0.0f ? mx + logf(wsum) : NegInf();
+    uint2* out = reinterpret_cast<uint2*>(static_cast<u16*>(p.out) + qrow * HEAD_DIM_V +
+                                          quarter * COLS_PER_GROUP + lane * 4);
+    *out = make_uint2(PackBf16x2(acc[0] * inv, acc[1] * inv), PackBf16x2(acc[2] * inv, acc[3] * inv));
+    if (WRITE_LSE && quarter == 0 && lane == 0) {
+      p.lse[qrow] = wsum > 0.0f ? mx + logf(wsum) : NegInf();
+    }
   }
 }
 

@@ -87,6 +87,10 @@ enum MlaPlanError {
 #define MLA_HOST_DEVICE
 #endif
 
+// The merge kernel runs one 32-lane group per (combine item, row, quarter of
+// the 512 output columns); the host sizes its grid with this.
+#define MLA_COMBINE_GROUPS_PER_ROW 4
+
 // Padded bf16 row (576 + 8 elements, 1168 bytes): consecutive rows start 4 banks
 // apart, so ldmatrix's eight 16-byte row reads are conflict-free.
 #define MLA_SMEM_ROW_ELEMS 584

@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "src/api/c_api_internal.h"
@@ -82,6 +85,19 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const mlajit_runtime_op
   }
   rt->device_ = options->device_index;
   MLAJIT_ASSIGN_OR_RETURN(rt->props_, rt->backend_->GetDeviceProperties(rt->device_));
+  {
+    // griddepcontrol exists from sm_90 on; every kernel of the template waits
+    // for its predecessor before touching memory, so this is safe to enable.
+    const char* env = std::getenv("MLAJIT_PDL");
+    const bool off = env != nullptr && std::string(env) == "0";
+    // "sm_90a" -> 90, "sm_100a" -> 100.
+    absl::string_view digits = absl::string_view(rt->props_.arch).substr(3);
+    digits = digits.substr(0, digits.find_first_not_of("0123456789"));
+    int sm = 0;
+    rt->pdl_ = !off && rt->props_.vendor == gpu::Vendor::kNvidia &&
+               absl::StartsWith(rt->props_.arch, "sm_") && absl::SimpleAtoi(digits, &sm) &&
+               sm >= 90;
+  }
   MLAJIT_ASSIGN_OR_RETURN(cache::CacheOptions cache_options, ResolveCacheOptions(options->cache, "mlajit_runtime_create"));
   MLAJIT_ASSIGN_OR_RETURN(rt->compiler_, SharedCompiler(cache_options));
   MLAJIT_LOG_INFO("runtime on device ", rt->device_, ": ", rt->props_.name, " (", rt->props_.arch,
@@ -266,6 +282,7 @@ absl::Status Plan::Update(int batch_size, const int32_t* qo_indptr, const int32_
   void* params[] = {&pp};
   gpu::LaunchConfig launch;
   launch.block_x = kPlannerThreads;
+  launch.programmatic_dependent = runtime_->programmatic_dependent_launch();
   return runtime_->backend()->Launch(runtime_->device(), kernel_->planner, launch, params, stream);
 }
 
@@ -346,21 +363,25 @@ absl::Status Plan::Decode(const mlajit_decode_args_t* a, void* stream) const {
     amax.grid_x = static_cast<unsigned>(
         std::clamp<long long>(p.q_elements / (threads * 16), 1, runtime_->properties().sm_count * 4LL));
     amax.block_x = threads;
+    amax.programmatic_dependent = runtime_->programmatic_dependent_launch();
     MLAJIT_RETURN_IF_ERROR(b->Launch(device, kernel_->q_amax, amax, params, stream));
   }
   gpu::LaunchConfig decode;
   decode.grid_x = static_cast<unsigned>(p.num_ctas);
   decode.block_x = threads;
   decode.shared_memory_bytes = static_cast<unsigned>(kernel_->smem_bytes);
+  decode.programmatic_dependent = runtime_->programmatic_dependent_launch();
   MLAJIT_RETURN_IF_ERROR(b->Launch(device, kernel_->decode, decode, params, stream));
   if (p.num_combine > 0) {
     gpu::LaunchConfig combine;
-    // One 32-lane group per (combine item, row slot).
-    const long long groups = static_cast<long long>(p.num_combine) * kernel_->spec.block_m;
+    // One 32-lane group per (combine item, row slot, column quarter).
+    const long long groups = static_cast<long long>(p.num_combine) * kernel_->spec.block_m *
+                             MLA_COMBINE_GROUPS_PER_ROW;
     const long long per_block = threads / 32;
     combine.grid_x = static_cast<unsigned>(std::min<long long>(
         (groups + per_block - 1) / per_block, runtime_->properties().sm_count * 16LL));
     combine.block_x = threads;
+    combine.programmatic_dependent = runtime_->programmatic_dependent_launch();
     MLAJIT_RETURN_IF_ERROR(b->Launch(device, kernel_->combine, combine, params, stream));
   }
   return absl::OkStatus();

@@ -60,6 +60,9 @@ class Runtime {
   int device() const { return device_; }
   const gpu::DeviceProperties& properties() const { return props_; }
   const jit::KernelCompiler& compiler() const { return *compiler_; }
+  // Launch our kernels as programmatic dependents (sm_90+; MLAJIT_PDL=0 turns
+  // it off): each may be scheduled while its predecessor on the stream drains.
+  bool programmatic_dependent_launch() const { return pdl_; }
 
  private:
   Runtime() = default;
@@ -67,6 +70,7 @@ class Runtime {
   gpu::Backend* backend_ = nullptr;
   int device_ = 0;
   gpu::DeviceProperties props_;
+  bool pdl_ = false;
   // Shared by every runtime of the process with the same cache configuration
   // (one per device in a tensor-parallel engine): one memory tier, one
   // single-flight, so a spec compiles once however many devices load it. The

@@ -49,6 +49,11 @@ struct LaunchConfig {
   unsigned grid_x = 1, grid_y = 1, grid_z = 1;
   unsigned block_x = 1, block_y = 1, block_z = 1;
   unsigned shared_memory_bytes = 0;  // dynamic
+  // Programmatic dependent launch (CUDA, sm_90+): the kernel may be scheduled
+  // before the previous kernel on the stream has finished, and must itself wait
+  // (griddepcontrol.wait) before touching memory that kernel uses. Ignored by
+  // backends without it.
+  bool programmatic_dependent = false;
 };
 
 class Backend {

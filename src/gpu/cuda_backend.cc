@@ -328,10 +328,28 @@ class CudaBackend final : public Backend {
   absl::Status Launch(int device, FunctionHandle f, const LaunchConfig& c, void** args,
                       StreamHandle stream) override {
     MLAJIT_RETURN_IF_ERROR(MakeCurrent(device));
-    CUresult r = api_.cuLaunchKernel(reinterpret_cast<CUfunction>(f), c.grid_x, c.grid_y,
-                                     c.grid_z, c.block_x, c.block_y, c.block_z,
-                                     c.shared_memory_bytes, static_cast<CUstream>(stream), args,
-                                     nullptr);
+    CUresult r;
+    if (c.programmatic_dependent) {
+      CUlaunchAttribute attribute{};
+      attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+      attribute.value.programmaticStreamSerializationAllowed = 1;
+      CUlaunchConfig launch{};
+      launch.gridDimX = c.grid_x;
+      launch.gridDimY = c.grid_y;
+      launch.gridDimZ = c.grid_z;
+      launch.blockDimX = c.block_x;
+      launch.blockDimY = c.block_y;
+      launch.blockDimZ = c.block_z;
+      launch.sharedMemBytes = c.shared_memory_bytes;
+      launch.hStream = static_cast<CUstream>(stream);
+      launch.attrs = &attribute;
+      launch.numAttrs = 1;
+      r = api_.cuLaunchKernelEx(&launch, reinterpret_cast<CUfunction>(f), args, nullptr);
+    } else {
+      r = api_.cuLaunchKernel(reinterpret_cast<CUfunction>(f), c.grid_x, c.grid_y, c.grid_z,
+                              c.block_x, c.block_y, c.block_z, c.shared_memory_bytes,
+                              static_cast<CUstream>(stream), args, nullptr);
+    }
     if (r != CUDA_SUCCESS) {
       return Error(r, absl::StrCat("cuLaunchKernel(grid=[", c.grid_x, ",", c.grid_y, ",",
                                    c.grid_z, "], block=[", c.block_x, ",", c.block_y, ",",

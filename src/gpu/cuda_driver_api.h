@@ -47,6 +47,7 @@ namespace mlajit::gpu::gpu_internal {
   X(cuModuleGetFunction)                \
   X(cuFuncSetAttribute)                 \
   X(cuLaunchKernel)                     \
+  X(cuLaunchKernelEx)                   \
   X(cuMemAlloc)                         \
   X(cuMemFree)                          \
   X(cuMemcpyHtoDAsync)                  \
