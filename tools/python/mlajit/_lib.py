@@ -223,6 +223,22 @@ class PlanConfig(ctypes.Structure):
         super().__init__(struct_size=ctypes.sizeof(PlanConfig), **values)
 
 
+class PlanLimits(ctypes.Structure):
+    """``mlajit_plan_limits_t``."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("max_batch_size", ctypes.c_int),
+        ("max_q_len", ctypes.c_int),
+    ]
+
+    def __init__(self, **kwargs):
+        # MLAJIT_PLAN_LIMITS_INIT
+        values = dict(max_batch_size=0, max_q_len=1)
+        values.update(kwargs)
+        super().__init__(struct_size=ctypes.sizeof(PlanLimits), **values)
+
+
 class DecodeArgs(ctypes.Structure):
     """``mlajit_decode_args_t`` (pointers as integers)."""
 
@@ -277,6 +293,11 @@ _PROTOTYPES = {
                                      ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_int32),
                                      ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(_handle)]),
     "mlajit_plan_free": (None, [_handle]),
+    "mlajit_plan_create_device": (_status, [_handle, ctypes.POINTER(PlanConfig),
+                                            ctypes.POINTER(PlanLimits), ctypes.POINTER(_handle)]),
+    "mlajit_plan_update_async": (_status, [_handle, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
+                                           ctypes.c_void_p, ctypes.c_void_p]),
+    "mlajit_plan_check_update": (_status, [_handle, ctypes.c_void_p]),
     "mlajit_decode": (_status, [_handle, ctypes.POINTER(DecodeArgs), ctypes.c_void_p]),
 }
 

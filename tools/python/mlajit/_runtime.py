@@ -269,6 +269,39 @@ class Runtime:
             self._plans.add(plan)
         return plan
 
+    def device_plan(self, *, max_batch_size, max_q_len=1, num_heads, sm_scale,
+                    kv_format="fp8_e4m3", q_mode="bf16", causal=True, page_size=0,
+                    write_lse=False):
+        """A plan whose schedule the GPU rebuilds on every :meth:`Plan.update`
+        (``mlajit_plan_create_device``), for CUDA graphs.
+
+        The plan's buffers are sized once from the limits; ``update`` reads the
+        layout from device tensors and, like ``decode``, only enqueues work
+        (no allocation, no synchronisation), so both can be captured with
+        ``torch.cuda.graph`` and replayed while the layout tensors change in
+        place. Padded slots: a sequence of length 0, or in a paged layout one
+        whose first page id is -1, reads nothing and gets zeros (lse -inf).
+
+        Args:
+          max_batch_size: 1..1048576, the largest batch of an update.
+          max_q_len: 1..8, the longest q_len of a sequence in an update.
+          Other arguments as for :meth:`plan`.
+        """
+        max_batch_size = _int_arg(max_batch_size, "max_batch_size")
+        max_q_len = _int_arg(max_q_len, "max_q_len")
+        if not 1 <= max_batch_size <= (1 << 20):
+            raise ValueError("max_batch_size=%d: expected 1..1048576" % max_batch_size)
+        if not 1 <= max_q_len <= 8:
+            raise ValueError("max_q_len=%d: expected 1..8" % max_q_len)
+        config, _, _, _, _ = prepare_plan([0], [0], num_heads, kv_format, q_mode, causal,
+                                          sm_scale, page_size, None, write_lse)
+        self._check_open()
+        limits = _lib.PlanLimits(max_batch_size=max_batch_size, max_q_len=max_q_len)
+        plan = Plan(self, config, 0, None, None, None, limits=limits)
+        with self._lock:
+            self._plans.add(plan)
+        return plan
+
     def close(self):
         """Frees the plans built from this runtime, then the runtime. Idempotent."""
         if self._handle is None:
@@ -305,13 +338,20 @@ class Plan:
     """
 
     _handle = None
+    device_planned = False  # class defaults: set per plan in __init__
+    max_rows = None
 
-    def __init__(self, runtime, config, batch, qo, kv, lens):
+    def __init__(self, runtime, config, batch, qo, kv, lens, limits=None):
         lib = _lib.lib()
         handle = ctypes.c_void_p()
-        _lib.check(lib.mlajit_plan_create(runtime._handle, ctypes.byref(config), batch, qo, kv,
-                                          lens, ctypes.byref(handle)),
-                   "mlajit_plan_create")
+        if limits is None:
+            _lib.check(lib.mlajit_plan_create(runtime._handle, ctypes.byref(config), batch, qo, kv,
+                                              lens, ctypes.byref(handle)),
+                       "mlajit_plan_create")
+        else:
+            _lib.check(lib.mlajit_plan_create_device(runtime._handle, ctypes.byref(config),
+                                                     ctypes.byref(limits), ctypes.byref(handle)),
+                       "mlajit_plan_create_device")
         self._handle = handle.value
         self._free = lib.mlajit_plan_free
         self._rh = runtime._rh  # the C plan points into its runtime: keep it alive
@@ -325,9 +365,14 @@ class Plan:
         self.sm_scale = config.sm_scale
         self.page_size = config.page_size
         self.write_lse = bool(config.write_lse)
-        self.total_q = qo[batch]
+        # Device-built plans: the layout lives on the device, so q / out may hold
+        # any number of rows up to the limits and kv is not bounds-checked here.
+        self.device_planned = limits is not None
+        self.max_batch_size = limits.max_batch_size if limits is not None else batch
+        self.max_rows = limits.max_batch_size * limits.max_q_len if limits is not None else None
+        self.total_q = qo[batch] if limits is None else None
         # Flat: tokens addressed in kv; paged: entries of kv_indices used.
-        self.kv_extent = kv[batch]
+        self.kv_extent = kv[batch] if limits is None else 0
 
     @property
     def closed(self):
@@ -354,9 +399,72 @@ class Plan:
 
     def __repr__(self):
         state = "closed " if self._handle is None else ""
+        if self.device_planned:
+            return ("<mlajit.Plan %sdevice-built max_batch=%d max_rows=%d heads=%d kv_format=%s "
+                    "page_size=%d>" % (state, self.max_batch_size, self.max_rows, self.num_heads,
+                                       self.kv_format.name.lower(), self.page_size))
         return ("<mlajit.Plan %sbatch=%d total_q=%d heads=%d kv_format=%s page_size=%d>"
                 % (state, self.batch_size, self.total_q, self.num_heads,
                    self.kv_format.name.lower(), self.page_size))
+
+    # ---- device-built plans -------------------------------------------------
+
+    def _stream(self, stream):
+        handle = stream_handle(stream)
+        if handle is None:
+            torch = torch_module()
+            if torch is not None and torch.cuda.is_available():
+                handle = torch.cuda.current_stream(self.runtime.device).cuda_stream
+        return handle or None
+
+    def _layout_array(self, value, name, length):
+        arr = device_array(value, name)
+        if arr.dtype != "int32":
+            raise TypeError("%s has dtype %s: expected int32 on the device" % (name, arr.dtype))
+        if len(arr.shape) != 1 or arr.shape[0] != length:
+            raise ValueError("%s has shape %s: expected [%d]" % (name, arr.shape, length))
+        if not arr.contiguous:
+            raise ValueError("%s is not contiguous" % name)
+        self._check_device(arr, name)
+        return arr.ptr
+
+    def update(self, qo_indptr, kv_indptr, kv_lens=None, *, stream=None):
+        """Enqueues the rebuild of a device-built plan's schedule
+        (``mlajit_plan_update_async``) from device int32 tensors laid out as
+        for :meth:`Runtime.plan`: qo_indptr and kv_indptr [batch + 1], kv_lens
+        [batch] (paged only; None: full pages). Read when the update runs, so
+        a captured update follows later in-place changes. Capture-safe.
+        """
+        if self._handle is None:
+            raise ValueError("the plan is closed")
+        if not self.device_planned:
+            raise ValueError("update() needs a plan from Runtime.device_plan(); this one was "
+                             "built from host arrays")
+        qa = device_array(qo_indptr, "qo_indptr")
+        if len(qa.shape) != 1 or qa.shape[0] < 1:
+            raise ValueError("qo_indptr has shape %s: expected [batch + 1]" % (qa.shape,))
+        batch = qa.shape[0] - 1
+        if batch > self.max_batch_size:
+            raise ValueError("batch %d (len(qo_indptr) - 1) exceeds max_batch_size=%d"
+                             % (batch, self.max_batch_size))
+        qo = self._layout_array(qo_indptr, "qo_indptr", batch + 1)
+        kv = self._layout_array(kv_indptr, "kv_indptr", batch + 1)
+        lens = None
+        if kv_lens is not None:
+            if self.page_size == 0:
+                raise ValueError("kv_lens given for a flat plan (page_size=0)")
+            lens = self._layout_array(kv_lens, "kv_lens", batch)
+        _lib.check(_lib.lib().mlajit_plan_update_async(self._handle, batch, qo, kv, lens,
+                                                       self._stream(stream)),
+                   "mlajit_plan_update_async")
+
+    def check_update(self, *, stream=None):
+        """Waits for the stream and raises MlajitError (INVALID_ARGUMENT) if
+        the last update's layout was rejected on the device. Not capture-safe."""
+        if self._handle is None:
+            raise ValueError("the plan is closed")
+        _lib.check(_lib.lib().mlajit_plan_check_update(self._handle, self._stream(stream)),
+                   "mlajit_plan_check_update")
 
     # ---- decode ------------------------------------------------------------
 
@@ -453,6 +561,12 @@ class Plan:
         h = self.num_heads
         tq = self.total_q
         qa = device_array(q, "q")
+        if self.device_planned:
+            # Any row count up to the limits: the device layout says which are used.
+            tq = qa.shape[0] if len(qa.shape) == 3 else -1
+            if not 0 <= tq <= self.max_rows:
+                raise ValueError("q has shape %s: expected [rows, %d, 576] with rows <= %d "
+                                 "(max_batch_size * max_q_len)" % (qa.shape, h, self.max_rows))
         self._check(qa, "q", _BF16, (tq, h, HEAD_DIM_QK), "[total_q, num_heads, 576] bfloat16")
         kva = device_array(kv, "kv")
         self._check_kv(kva)
@@ -470,7 +584,7 @@ class Plan:
             ia = device_array(kv_indices, "kv_indices")
             if ia.dtype != "int32":
                 raise TypeError("kv_indices has dtype %s: expected int32 page ids" % ia.dtype)
-            if len(ia.shape) != 1 or ia.shape[0] < self.kv_extent:
+            if len(ia.shape) != 1 or ia.shape[0] < max(self.kv_extent, 1):
                 raise ValueError("kv_indices has shape %s: expected 1-D with >= %d entries "
                                  "(kv_indptr[-1])" % (ia.shape, self.kv_extent))
             if not ia.contiguous:
@@ -493,11 +607,7 @@ class Plan:
         elif lse is not None:
             raise ValueError("lse is given but the plan was built with write_lse=False")
 
-        handle = stream_handle(stream)
-        if handle is None:
-            torch = torch_module()
-            if torch is not None and torch.cuda.is_available():
-                handle = torch.cuda.current_stream(self.runtime.device).cuda_stream
+        handle = self._stream(stream)
         args = _lib.DecodeArgs(q=qa.ptr or None, kv=kva.ptr or None, kv_bytes=kva.nbytes,
                                kv_scale=scale, kv_indices=idx_ptr or None, out=oa.ptr or None,
                                lse=lse_ptr or None)

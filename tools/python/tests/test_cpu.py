@@ -160,6 +160,7 @@ _STRUCTS = {
     "mlajit_warm_progress_t": _lib.WarmProgress,
     "mlajit_runtime_options_t": _lib.RuntimeOptions,
     "mlajit_plan_config_t": _lib.PlanConfig,
+    "mlajit_plan_limits_t": _lib.PlanLimits,
     "mlajit_decode_args_t": _lib.DecodeArgs,
 }
 
@@ -185,6 +186,8 @@ def _layout_program():
         "           (long long)p.older_than_s, p.stale); }",
         "  { mlajit_runtime_options_t r = MLAJIT_RUNTIME_OPTIONS_INIT;",
         '    printf("init runtime %u %d\\n", r.struct_size, r.device_index); }',
+        "  { mlajit_plan_limits_t l = MLAJIT_PLAN_LIMITS_INIT;",
+        '    printf("init limits %u %d %d\\n", l.struct_size, l.max_batch_size, l.max_q_len); }',
         "  { mlajit_cache_options_t o = MLAJIT_CACHE_OPTIONS_INIT;",
         '    printf("init cache %u\\n", o.struct_size); }',
         "  return 0;", "}"]
@@ -247,6 +250,9 @@ class StructLayoutTest(unittest.TestCase):
         r = _lib.RuntimeOptions()
         self.assertEqual(self.inits["runtime"], [str(r.struct_size), str(r.device_index)])
         self.assertEqual(self.inits["cache"], [str(_lib.CacheOptions().struct_size)])
+        lim = _lib.PlanLimits()
+        self.assertEqual(self.inits["limits"],
+                         [str(lim.struct_size), str(lim.max_batch_size), str(lim.max_q_len)])
 
 
 # ---- the library ------------------------------------------------------------

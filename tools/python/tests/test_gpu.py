@@ -385,6 +385,71 @@ class StreamTest(GpuTestCase):
         plan.close()
 
 
+class DevicePlanGraphTest(GpuTestCase):
+    """A device-built plan's update and decode captured with torch.cuda.graph,
+    replayed with new lengths, page tables, padded slots and Q each time."""
+
+    def test_captured_step_follows_new_layouts(self):
+        fmt, heads, batch, q_len, page, max_len = "fp8_e4m3", 16, 6, 2, 16, 700
+        dev = torch.device("cuda", RT.device)
+        max_pages = batch * ((max_len + page - 1) // page) + 3  # + Case's spare pages
+        plan = RT.device_plan(max_batch_size=batch, max_q_len=q_len, num_heads=heads,
+                              sm_scale=SM_SCALE, kv_format=fmt, page_size=page, write_lse=True)
+        # The static buffers a captured step reads: refilled in place per replay.
+        qo = torch.zeros(batch + 1, dtype=torch.int32, device=dev)
+        kv_indptr = torch.zeros(batch + 1, dtype=torch.int32, device=dev)
+        kv_lens = torch.zeros(batch, dtype=torch.int32, device=dev)
+        kv_indices = torch.full((max_pages,), -1, dtype=torch.int32, device=dev)
+        kv = torch.zeros(max_pages * page, 576, dtype=torch.uint8, device=dev)
+        q = torch.zeros(batch * q_len, heads, 576, dtype=torch.bfloat16, device=dev)
+        out = torch.zeros(batch * q_len, heads, 512, dtype=torch.bfloat16, device=dev)
+        lse = torch.zeros(batch * q_len, heads, dtype=torch.float32, device=dev)
+        stream = torch.cuda.Stream(dev)
+
+        def step():
+            plan.update(qo, kv_indptr, kv_lens)
+            plan.decode(q, kv, kv_scale=0.03, kv_indices=kv_indices, out=out, lse=lse)
+
+        with torch.cuda.stream(stream):
+            step()  # compiles and loads the kernel outside the capture
+        stream.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=stream):
+            step()
+
+        gen = torch.Generator()
+        gen.manual_seed(_seed())
+        for replay in range(24):
+            lens = torch.randint(0, max_len + 1, (batch,), generator=gen).tolist()
+            lens[replay % batch] = 0
+            case = Case(fmt, heads, [q_len] * batch, lens, page)
+            # A padded slot: a live sequence whose page ids are all -1 reads
+            # nothing and counts as empty.
+            ids = case.kv_indices.clone()
+            padded = (replay + 3) % batch
+            if lens[padded] > 0:
+                ids[case.kv_indptr[padded]:case.kv_indptr[padded + 1]] = -1
+                case.kv_lens = list(lens)
+                case.kv_lens[padded] = 0
+            qo.copy_(torch.tensor(case.qo_indptr, dtype=torch.int32))
+            kv_indptr.copy_(torch.tensor(case.kv_indptr, dtype=torch.int32))
+            kv_lens.copy_(torch.tensor(lens, dtype=torch.int32))
+            kv_indices.fill_(-1)
+            kv_indices[:ids.numel()].copy_(ids)
+            kv[:case.kv.shape[0]].copy_(case.kv.view(torch.uint8))
+            q.copy_(case.q)
+            out.fill_(float("nan"))
+            lse.fill_(float("nan"))
+            torch.cuda.synchronize()
+            graph.replay()
+            torch.cuda.synchronize()
+            ref, ref_lse = case.reference(plan.sm_scale)
+            with self.subTest(replay=replay, case=str(case)):
+                self.check_output(case, out, ref, lse, ref_lse)
+        plan.check_update(stream=stream)
+        plan.close()
+
+
 class RuntimeTest(unittest.TestCase):
     def test_default_device_and_arch(self):
         self.assertEqual(RT.device, torch.cuda.current_device())
