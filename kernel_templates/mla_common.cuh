@@ -150,10 +150,11 @@ MLA_INLINE void MlaGridDependencySync() {
 template <int PS>
 MLA_INLINE long long KvSlot(const MlaDecodeParams& p, const MlaSeqInfo& s, int j) {
   if (PS == 0) return static_cast<long long>(s.kv_base) + j;
+  constexpr int P = PS > 0 ? PS : 1;  // the flat case returned above
   // A page id of -1 marks a padded slot (see LoadSeq); should one appear inside
   // a live sequence, page 0 is read instead of memory before the cache.
-  const int page = max(p.kv_indices[s.kv_base + j / PS], 0);
-  return static_cast<long long>(page) * PS + (j % PS);
+  const int page = max(p.kv_indices[s.kv_base + j / P], 0);
+  return static_cast<long long>(page) * P + (j % P);
 }
 
 // Sequence `seq` of the schedule. In a paged layout a sequence whose first page

@@ -105,6 +105,21 @@ MLA_INLINE u32 PackOperand(float lo, float hi) {
   return F16_MMA ? PackF16x2(lo, hi) : PackBf16x2(lo, hi);
 }
 
+// Four e4m3 codes (lowest byte first) -> four f16 in two registers, exactly;
+// NaN stays NaN. The 32-bit word is split into its 16-bit halves by register
+// naming (mov.b32 {a, b}), not by shifts and truncations.
+MLA_INLINE void Fp8x4ToF16x4(u32 four, u32& lo, u32& hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  asm("{ .reg .b16 a, b;\n mov.b32 {a, b}, %2;\n cvt.rn.f16x2.e4m3x2 %0, a;\n"
+      " cvt.rn.f16x2.e4m3x2 %1, b;\n}\n"
+      : "=r"(lo), "=r"(hi)
+      : "r"(four));
+#else
+  lo = PackF16x2(Fp8E4m3ToFloat(four & 0xffu), Fp8E4m3ToFloat((four >> 8) & 0xffu));
+  hi = PackF16x2(Fp8E4m3ToFloat((four >> 16) & 0xffu), Fp8E4m3ToFloat(four >> 24));
+#endif
+}
+
 // Two e4m3 codes (low byte first) -> two f16 (low half first), exactly; NaN
 // stays NaN.
 MLA_INLINE u32 Fp8x2ToF16x2(u32 two) {
@@ -268,10 +283,11 @@ MLA_INLINE void ConvertFp8Tile(int valid, int buf, const Smem& sm, int tok0, int
     if (CH % LPT == 0 || first + i * LPT < ch0 + CH) {
       uint4 v = make_uint4(0, 0, 0, 0);
       if (ok) v = *reinterpret_cast<const uint4*>(src + i * LPT * 16);
-      const uint4 lo = make_uint4(Fp8x2ToF16x2(v.x), Fp8x2ToF16x2(v.x >> 16), Fp8x2ToF16x2(v.y),
-                                  Fp8x2ToF16x2(v.y >> 16));
-      const uint4 hi = make_uint4(Fp8x2ToF16x2(v.z), Fp8x2ToF16x2(v.z >> 16), Fp8x2ToF16x2(v.w),
-                                  Fp8x2ToF16x2(v.w >> 16));
+      uint4 lo, hi;
+      Fp8x4ToF16x4(v.x, lo.x, lo.y);
+      Fp8x4ToF16x4(v.y, lo.z, lo.w);
+      Fp8x4ToF16x4(v.z, hi.x, hi.y);
+      Fp8x4ToF16x4(v.w, hi.z, hi.w);
       reinterpret_cast<uint4*>(dst + i * LPT * 16)[0] = lo;
       reinterpret_cast<uint4*>(dst + i * LPT * 16)[1] = hi;
     }
