@@ -9,8 +9,9 @@
 // Every warp of a row group runs the same online softmax on the shared scores
 // (identical arithmetic, so identical statistics), keeping the running max and
 // sum in registers. fp8 and MXFP4 tiles land raw in shared memory and are
-// converted to bf16 once per tile (exact: every e4m3 / scaled e2m1 value is a
-// bf16 value), so both products read one bf16 tile with ldmatrix.
+// converted once per tile, fp8 to f16 and MXFP4 to bf16 (exact: every e4m3
+// value is an f16 value, every scaled e2m1 value a bf16 value), so both
+// products read one 16-bit tile with ldmatrix.
 //
 // Shared memory: MlaMmaSmemBytes() in mla_params.h (host and device agree).
 #ifndef MLAJIT_KERNEL_TEMPLATES_MLA_DECODE_MMA_CUH_
@@ -117,20 +118,6 @@ MLA_INLINE void Fp8x4ToF16x4(u32 four, u32& lo, u32& hi) {
 #else
   lo = PackF16x2(Fp8E4m3ToFloat(four & 0xffu), Fp8E4m3ToFloat((four >> 8) & 0xffu));
   hi = PackF16x2(Fp8E4m3ToFloat((four >> 16) & 0xffu), Fp8E4m3ToFloat(four >> 24));
-#endif
-}
-
-// Two e4m3 codes (low byte first) -> two f16 (low half first), exactly; NaN
-// stays NaN.
-MLA_INLINE u32 Fp8x2ToF16x2(u32 two) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-  u32 h2;
-  asm("{ .reg .b16 lo;\n cvt.u16.u32 lo, %1;\n cvt.rn.f16x2.e4m3x2 %0, lo;\n}\n"
-      : "=r"(h2)
-      : "r"(two));
-  return h2;
-#else
-  return PackF16x2(Fp8E4m3ToFloat(two & 0xffu), Fp8E4m3ToFloat((two >> 8) & 0xffu));
 #endif
 }
 
@@ -294,6 +281,7 @@ MLA_INLINE void ConvertFp8Tile(int valid, int buf, const Smem& sm, int tok0, int
   }
 }
 
+// MXFP4 tile -> bf16 tile, 8 elements per step (generic; fp8 has its own).
 template <int GROUPS>
 MLA_INLINE void ConvertKvTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0, int valid,
                               int buf, const Smem& sm, int tok0, int grp0, int lane) {
@@ -309,13 +297,7 @@ MLA_INLINE void ConvertKvTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int
     const int tok = tok0 + idx / GROUPS, k = grp0 + idx % GROUPS;
     u32 w[4] = {0, 0, 0, 0};
     if (tok < valid) {
-      if (KV_FORMAT == KV_FORMAT_FP8) {
-        const uint2 v = *reinterpret_cast<const uint2*>(stage + tok * RAW_STRIDE + k * 8);
-        w[0] = Fp8x2ToF16x2(v.x & 0xffffu);
-        w[1] = Fp8x2ToF16x2(v.x >> 16);
-        w[2] = Fp8x2ToF16x2(v.y & 0xffffu);
-        w[3] = Fp8x2ToF16x2(v.y >> 16);
-      } else {
+      {  // MXFP4 (fp8 tiles go through ConvertFp8Tile)
         const u8* raw = stage + mx_offset + tok * mx_stride;
         // 306-byte records keep 2-byte alignment: read the 4 packed bytes as halves.
         const u16* halves = reinterpret_cast<const u16*>(raw + k * 4);
