@@ -72,6 +72,15 @@ step "installed jitcache runs from its own RPATH"
 env -u LD_LIBRARY_PATH "$prefix/bin/jitcache" --cache-dir "$work/cache" stats >/dev/null ||
   fail "installed jitcache stats"
 
+step "a relocated jitcache finds its manifest beside it"
+# An unknown --arch fails while checking the manifest, before any compile, and
+# the error names the manifest it read.
+moved="$work/moved-prefix"
+cp -a "$prefix" "$moved"
+out="$(env -u LD_LIBRARY_PATH "$moved/bin/jitcache" --cache-dir "$work/cache" warm --arch sm_0 2>&1 || true)"
+grep -q "$moved/share/mlajit/manifests/deepseek_v3.jsonl" <<<"$out" ||
+  fail "relocated jitcache warm did not read $moved/share/...: $out"
+
 # Both example builds must load the installed library, not the build tree's.
 run() {
   local bin="$1"

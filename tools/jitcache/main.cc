@@ -8,6 +8,7 @@
 //   jitcache --cache-dir /srv/kernels import kernels.bundle --expect-manifest kernels.pins
 #include <unistd.h>
 
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -257,11 +258,30 @@ void OnWarmProgress(const mlajit_warm_progress_t* p, void* user) {
   std::fflush(stderr);
 }
 
+// The folder of this executable ("" when /proc/self/exe cannot be read).
+std::string ExecutableDir() {
+  char path[4096];
+  const ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
+  if (n <= 0) return "";
+  path[n] = '\0';
+  std::string dir(path);
+  const size_t slash = dir.rfind('/');
+  return slash == std::string::npos ? "" : dir.substr(0, slash);
+}
+
 std::string DefaultManifest() {
-  for (const char* candidate : {MLAJIT_INSTALLED_MANIFEST, MLAJIT_SOURCE_MANIFEST}) {
-    if (access(candidate, R_OK) == 0) return candidate;
+  const std::string exe_dir = ExecutableDir();
+  std::vector<std::string> candidates;
+  if (!exe_dir.empty()) candidates.push_back(exe_dir + "/" + MLAJIT_RELATIVE_MANIFEST);
+  candidates.push_back(MLAJIT_INSTALLED_MANIFEST);
+  candidates.push_back(MLAJIT_SOURCE_MANIFEST);
+  for (const std::string& candidate : candidates) {
+    if (access(candidate.c_str(), R_OK) != 0) continue;
+    // Canonical, so messages name <prefix>/share/... rather than bin/../share.
+    char resolved[PATH_MAX];
+    return realpath(candidate.c_str(), resolved) != nullptr ? std::string(resolved) : candidate;
   }
-  return MLAJIT_INSTALLED_MANIFEST;
+  return candidates.front();
 }
 
 int Warm(mlajit_cache_t cache, const ParsedArgs& a) {
