@@ -10,7 +10,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "src/api/c_api_internal.h"
 #include "src/api/validation.h"
 #include "src/base/log.h"
@@ -37,36 +36,6 @@ absl::uint128 HashLayout(const plan::LayoutView& l, const plan::ScheduleConfig& 
   const XXH128_hash_t h = XXH3_128bits_digest(st);
   XXH3_freeState(st);
   return absl::MakeUint128(h.high64, h.low64);
-}
-
-// The process-wide registry behind Runtime::compiler_, keyed by every cache
-// option that changes behaviour. Entries are weak: the compiler (and its memory
-// tier) goes away with the last runtime that uses it.
-absl::StatusOr<std::shared_ptr<jit::KernelCompiler>> SharedCompiler(
-    const cache::CacheOptions& o) {
-  static absl::Mutex mu(absl::kConstInit);
-  static auto* registry =
-      new absl::flat_hash_map<std::string, std::weak_ptr<jit::KernelCompiler>>();
-  const std::string key = absl::StrJoin(
-      {o.cache_dir, o.prebuilt_dir, o.record_manifest, o.pins_file, o.library_version,
-       absl::StrCat(o.memory_only, o.disable_jit, o.save_source, o.trust_cache_dir),
-       absl::StrCat(o.max_bytes), absl::StrCat(o.lock_timeout_s),
-       absl::StrCat(o.use_record_interval_s)},
-      "\x1f");
-  absl::MutexLock lock(&mu);
-  if (auto it = registry->find(key); it != registry->end()) {
-    if (std::shared_ptr<jit::KernelCompiler> live = it->second.lock()) return live;
-  }
-  MLAJIT_ASSIGN_OR_RETURN(std::unique_ptr<cache::KernelCache> cache,
-                          cache::KernelCache::Open(o));
-  MLAJIT_ASSIGN_OR_RETURN(std::unique_ptr<jit::KernelCompiler> compiler,
-                          jit::KernelCompiler::Create(std::move(cache)));
-  std::shared_ptr<jit::KernelCompiler> shared(std::move(compiler));
-  // Drop entries whose compilers are gone, so the map stays as small as the set
-  // of live configurations.
-  absl::erase_if(*registry, [](const auto& entry) { return entry.second.expired(); });
-  (*registry)[key] = shared;
-  return shared;
 }
 
 }  // namespace
@@ -99,7 +68,7 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const mlajit_runtime_op
                sm >= 90;
   }
   MLAJIT_ASSIGN_OR_RETURN(cache::CacheOptions cache_options, ResolveCacheOptions(options->cache, "mlajit_runtime_create"));
-  MLAJIT_ASSIGN_OR_RETURN(rt->compiler_, SharedCompiler(cache_options));
+  MLAJIT_ASSIGN_OR_RETURN(rt->compiler_, jit::KernelCompiler::Shared(cache_options));
   MLAJIT_LOG_INFO("runtime on device ", rt->device_, ": ", rt->props_.name, " (", rt->props_.arch,
                   ", ", rt->props_.sm_count, " SMs)");
   return rt;

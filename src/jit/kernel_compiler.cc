@@ -13,9 +13,12 @@
 #include <thread>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "src/base/log.h"
 #include "src/base/status_macros.h"
 #include "src/jit/key.h"
@@ -60,6 +63,30 @@ absl::StatusOr<std::unique_ptr<KernelCompiler>> KernelCompiler::Create(
   // Compilers are opened lazily, per target: a CUDA-only host can still serve
   // hits and warm sm_* targets without hiprtc, and vice versa.
   return std::unique_ptr<KernelCompiler>(new KernelCompiler(std::move(cache), std::move(options)));
+}
+
+absl::StatusOr<std::shared_ptr<KernelCompiler>> KernelCompiler::Shared(
+    const cache::CacheOptions& o) {
+  // Weak entries: the registry never keeps a compiler (and its memory tier)
+  // alive by itself.
+  static absl::Mutex mu(absl::kConstInit);
+  static auto* registry = new absl::flat_hash_map<std::string, std::weak_ptr<KernelCompiler>>();
+  const std::string key = absl::StrJoin(
+      {o.cache_dir, o.prebuilt_dir, o.record_manifest, o.pins_file, o.library_version,
+       absl::StrCat(o.memory_only, o.disable_jit, o.save_source, o.trust_cache_dir),
+       absl::StrCat(o.max_bytes), absl::StrCat(o.lock_timeout_s),
+       absl::StrCat(o.use_record_interval_s)},
+      "\x1f");
+  absl::MutexLock lock(&mu);
+  if (auto it = registry->find(key); it != registry->end()) {
+    if (std::shared_ptr<KernelCompiler> live = it->second.lock()) return live;
+  }
+  MLAJIT_ASSIGN_OR_RETURN(std::unique_ptr<cache::KernelCache> cache, cache::KernelCache::Open(o));
+  MLAJIT_ASSIGN_OR_RETURN(std::unique_ptr<KernelCompiler> compiler, Create(std::move(cache)));
+  std::shared_ptr<KernelCompiler> shared(std::move(compiler));
+  absl::erase_if(*registry, [](const auto& entry) { return entry.second.expired(); });
+  (*registry)[key] = shared;
+  return shared;
 }
 
 absl::StatusOr<Compiler*> KernelCompiler::CompilerFor(const std::string& arch) {

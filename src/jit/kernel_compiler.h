@@ -80,6 +80,14 @@ class KernelCompiler {
   static absl::StatusOr<std::unique_ptr<KernelCompiler>> Create(
       std::shared_ptr<cache::KernelCache> cache, KernelCompilerOptions options = {});
 
+  // The process-wide compiler for these cache options: every caller with equal
+  // options (all fields but the test hooks) gets the same instance while one is
+  // alive, so runtimes of several devices share one memory tier and one
+  // single-flight (a spec compiles once for all of them). Opens the cache on
+  // first use; the instance goes away with its last holder.
+  static absl::StatusOr<std::shared_ptr<KernelCompiler>> Shared(
+      const cache::CacheOptions& options);
+
   // Thread-safe. Concurrent calls for one spec compile once (the cache's
   // single-flight); with an immutable template store, results are memoised per spec.
   absl::StatusOr<std::shared_ptr<const cache::CacheEntry>> GetBinary(const KernelSpec& spec);

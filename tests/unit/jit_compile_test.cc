@@ -11,6 +11,8 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -79,6 +81,52 @@ void CompileEveryTemplate(const std::string& arch) {
     std::printf("  %s for %s: %.2f s, %zu bytes\n", name.c_str(), arch.c_str(), s,
                 (*entry)->payload.size());
   }
+}
+
+// Runtimes of several devices share the compiler of equal cache options: one
+// instance while any holder lives, one compile for concurrent requests of a
+// spec, a separate instance for other options, a fresh one after the last
+// holder let go.
+TEST(JitCompile, SharedCompilerIsOnePerCacheConfiguration) {
+  REQUIRE_COMPILER("sm_90a");
+  cache::CacheOptions a;
+  a.cache_dir = FreshDir("shared_a");
+  cache::CacheOptions b = a;
+  b.cache_dir = FreshDir("shared_b");
+  auto first = KernelCompiler::Shared(a);
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto again = KernelCompiler::Shared(a);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(first->get(), again->get());
+  auto other = KernelCompiler::Shared(b);
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_NE(first->get(), other->get());
+
+  KernelSpec spec;
+  spec.template_name = "probe";
+  spec.arch = "sm_90a";
+  std::vector<std::thread> threads;
+  std::vector<absl::Status> results(4);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      auto c = KernelCompiler::Shared(a);  // each "device" asks for itself
+      results[t] = c.ok() ? (*c)->GetBinary(spec).status() : c.status();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const absl::Status& s : results) EXPECT_TRUE(s.ok()) << s;
+  auto stats = (*first)->cache().Stats();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->compiles, 1u) << "four concurrent requests, one compile";
+
+  std::weak_ptr<KernelCompiler> gone = *first;
+  first->reset();
+  again->reset();
+  EXPECT_TRUE(gone.expired()) << "the registry holds no compiler alive";
+  auto fresh = KernelCompiler::Shared(a);
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  EXPECT_TRUE(gone.expired());
+  EXPECT_NE(*fresh, nullptr);
 }
 
 TEST(JitCompile, EveryTemplateCompilesWithNvrtcForSm90a) {
