@@ -55,6 +55,18 @@ class Plan {
   absl::Status Decode(const mlajit_decode_args_t& args, void* stream = nullptr) const {
     return StatusFromC(mlajit_decode(plan_, &args, stream));
   }
+  // Device-built plans (Runtime::CreateDevicePlan): enqueues the rebuild of the
+  // schedule from device arrays (qo_indptr / kv_indptr: batch_size + 1 entries;
+  // kv_lens: paged only, or nullptr). Capture-safe.
+  absl::Status UpdateAsync(int batch_size, const int32_t* qo_indptr, const int32_t* kv_indptr,
+                           const int32_t* kv_lens, void* stream = nullptr) const {
+    return StatusFromC(
+        mlajit_plan_update_async(plan_, batch_size, qo_indptr, kv_indptr, kv_lens, stream));
+  }
+  // The last update's verdict; synchronises `stream` (not capture-safe).
+  absl::Status CheckUpdate(void* stream = nullptr) const {
+    return StatusFromC(mlajit_plan_check_update(plan_, stream));
+  }
   mlajit_plan_t get() const { return plan_; }
 
  private:
@@ -105,6 +117,19 @@ class Runtime {
     absl::Status s = StatusFromC(mlajit_plan_create(rt_, &config, batch, qo_indptr.data(),
                                                     kv_indptr.data(),
                                                     kv_lens.empty() ? nullptr : kv_lens.data(), &p));
+    if (!s.ok()) return s;
+    return Plan(p);
+  }
+
+  // A plan whose schedule the GPU rebuilds on Plan::UpdateAsync, for CUDA
+  // graphs; buffers sized once from the limits.
+  absl::StatusOr<Plan> CreateDevicePlan(const mlajit_plan_config_t& config, int max_batch_size,
+                                        int max_q_len = 1) const {
+    mlajit_plan_limits_t limits = MLAJIT_PLAN_LIMITS_INIT;
+    limits.max_batch_size = max_batch_size;
+    limits.max_q_len = max_q_len;
+    mlajit_plan_t p = nullptr;
+    absl::Status s = StatusFromC(mlajit_plan_create_device(rt_, &config, &limits, &p));
     if (!s.ok()) return s;
     return Plan(p);
   }

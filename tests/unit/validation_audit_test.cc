@@ -9,6 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "mlajit/mlajit.h"
+#include "mlajit/mlajit.hpp"
 #include "src/plan/scheduler.h"
 
 namespace mlajit {
@@ -129,6 +130,29 @@ TEST(ValidationAudit, PlanCreateRuntimeNull) {
 TEST(ValidationAudit, DecodePlanNull) {
   EXPECT_REJECTS(mlajit_decode(nullptr, nullptr, nullptr), MLAJIT_STATUS_INVALID_ARGUMENT,
                  "plan is null");
+}
+
+TEST(ValidationAudit, DevicePlanCreateOutputAndRuntimeNull) {
+  mlajit_plan_config_t config = MLAJIT_PLAN_CONFIG_INIT;
+  mlajit_plan_limits_t limits = MLAJIT_PLAN_LIMITS_INIT;
+  EXPECT_REJECTS(mlajit_plan_create_device(nullptr, &config, &limits, nullptr),
+                 MLAJIT_STATUS_INVALID_ARGUMENT, "plan (output) is null");
+  mlajit_plan_t plan = reinterpret_cast<mlajit_plan_t>(0x1);
+  EXPECT_REJECTS(mlajit_plan_create_device(nullptr, &config, &limits, &plan),
+                 MLAJIT_STATUS_INVALID_ARGUMENT, "runtime is null");
+  EXPECT_EQ(plan, nullptr) << "the output is cleared before a check can fail";
+}
+
+TEST(ValidationAudit, DevicePlanUpdateAndCheckPlanNull) {
+  EXPECT_REJECTS(mlajit_plan_update_async(nullptr, 1, nullptr, nullptr, nullptr, nullptr),
+                 MLAJIT_STATUS_INVALID_ARGUMENT, "plan is null");
+  EXPECT_REJECTS(mlajit_plan_check_update(nullptr, nullptr), MLAJIT_STATUS_INVALID_ARGUMENT,
+                 "plan is null");
+  // The C++ layer passes the same errors through.
+  const mlajit::Plan empty;
+  EXPECT_EQ(empty.UpdateAsync(1, nullptr, nullptr, nullptr).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(empty.CheckUpdate().code(), absl::StatusCode::kInvalidArgument);
 }
 
 // ---- plan layout (plan::ValidateLayout, run by plan_create) ----------------
