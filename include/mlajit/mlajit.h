@@ -336,7 +336,12 @@ typedef struct mlajit_decode_args {
 
 /* Enqueues the decode on `stream` (cudaStream_t / hipStream_t; NULL: default).
  * With an existing plan and a loaded kernel it allocates nothing, does no file
- * I/O and never synchronises the host. */
+ * I/O and never synchronises the host. On sm_90+ the kernels are launched as
+ * programmatic dependents (each waits for the previous kernel on the stream
+ * before touching memory) and let their own dependents launch early: a kernel
+ * of yours launched after it with programmatic stream serialization must call
+ * cudaGridDependencySynchronize() before reading the output, as with any such
+ * launch. MLAJIT_PDL=0 in the environment turns this off. */
 MLAJIT_API mlajit_status_t mlajit_decode(mlajit_plan_t plan, const mlajit_decode_args_t* args,
                                          void* stream);
 
