@@ -290,11 +290,8 @@ absl::Status Plan::CheckUpdate(void* stream) const {
 absl::Status Plan::ValidateArgs(const mlajit_decode_args_t* a) const {
   // A device-planned plan's layout is on the device: its rows are checked as
   // non-empty and its KV extent not at all.
-  const int64_t total_q = device_planned()
-                              ? int64_t{limits_.max_batch_size} * limits_.max_q_len
-                              : schedule_->total_q;
   const int64_t kv_tokens = device_planned() || config_.page_size != 0 ? 0 : kv_extent_;
-  MLAJIT_RETURN_IF_ERROR(ValidateDecodeArgs(a, config_, total_q, kv_tokens));
+  MLAJIT_RETURN_IF_ERROR(ValidateDecodeArgs(a, config_, query_rows(), kv_tokens));
   // Which device each buffer lives on: one driver query per pointer (well under
   // a microsecond each), worth it because a fault would poison the context.
   MLAJIT_RETURN_IF_ERROR(runtime_->CheckDevicePointer(a->q, "args.q"));
@@ -307,9 +304,7 @@ absl::Status Plan::ValidateArgs(const mlajit_decode_args_t* a) const {
 absl::Status Plan::Decode(const mlajit_decode_args_t* a, void* stream) const {
   MLAJIT_RETURN_IF_ERROR(ValidateArgs(a));
   MLAJIT_RETURN_IF_ERROR(runtime_->backend()->CheckStream(runtime_->device(), stream));
-  const int64_t total_q = device_planned()
-                              ? int64_t{limits_.max_batch_size} * limits_.max_q_len
-                              : schedule_->total_q;
+  const int64_t total_q = query_rows();
   if (total_q == 0) return absl::OkStatus();
   gpu::Backend* b = runtime_->backend();
   const int device = runtime_->device();

@@ -109,6 +109,12 @@ class Plan {
   Runtime* runtime() const { return runtime_; }
   const jit::KernelSpec& spec() const { return kernel_->spec; }
   bool device_planned() const { return schedule_ == nullptr; }
+  // Query rows of a call: the batch's, or for a device-planned plan the limit
+  // (its layout lives on the device).
+  int64_t query_rows() const {
+    return device_planned() ? int64_t{limits_.max_batch_size} * limits_.max_q_len
+                            : schedule_->total_q;
+  }
 
  private:
   Plan() = default;

@@ -86,7 +86,6 @@ absl::Status DevicePlan::ReserveForDevicePlanner(int max_batch, int64_t max_tile
   MLAJIT_RETURN_IF_ERROR(backend_->MemsetD8(device_, work_indptr_.ptr, 0, work_indptr_.capacity, nullptr));
   MLAJIT_RETURN_IF_ERROR(backend_->MemsetD8(device_, counters_.ptr, 0, counters_.capacity, nullptr));
   MLAJIT_RETURN_IF_ERROR(backend_->StreamSynchronize(device_, nullptr));
-  max_batch_ = max_batch;
   num_ctas_ = num_ctas;
   num_combine_ = num_ctas;  // the merge's launch capacity; the count is on the device
   return absl::OkStatus();

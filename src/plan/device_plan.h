@@ -51,7 +51,6 @@ class DevicePlan {
   void FillPlannerParams(MlaPlanParams* p) const;
   // Reads the planner's counters back (synchronises `stream`).
   absl::Status ReadCounters(int32_t counters[MLA_PLAN_NUM_COUNTERS], gpu::StreamHandle stream) const;
-  bool device_planned() const { return counters_.ptr != 0; }
 
   // Fills the metadata and workspace fields of the kernel parameters.
   void FillParams(MlaDecodeParams* p) const;
@@ -73,7 +72,6 @@ class DevicePlan {
   Buffer work_, work_indptr_, seqs_, combine_, partial_o_, partial_lse_, q_amax_;
   // Device planner only: counters and scratch.
   Buffer counters_, tiles_, tile_start_, seq_tile_start_, cuts_, split_;
-  int max_batch_ = 0;
   int num_combine_ = 0;
   int num_ctas_ = 0;
 };
