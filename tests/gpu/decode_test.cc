@@ -2,9 +2,7 @@
 // first: every KV format x Q mode, head counts, q_len and causality, batch
 // sizes, skewed and empty sequences, paged layouts, repeated calls, changing
 // layouts, concurrent threads. Skips with a reason when no GPU is present.
-#include <atomic>
 #include <memory>
-#include <random>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -22,19 +20,13 @@ namespace {
 using harness::CaseOptions;
 using harness::CaseResult;
 using harness::DecodeHarness;
+using harness::FreshSeed;
 using reference::BatchConfig;
 using reference::LengthDistribution;
 
 // DESIGN.md accuracy bar: 1e-2 for fp8 / MXFP4 paths, 5e-3 for bf16 KV with bf16 Q.
 double Tolerance(const BatchConfig& c) {
   return (c.kv_format == KvFormat::kBf16 && c.q_mode == QMode::kBf16) ? 5e-3 : 1e-2;
-}
-
-uint64_t FreshSeed() {
-  static std::atomic<uint64_t> counter{0};
-  // Fresh inputs on every run, reproducible from the seed printed on failure.
-  static const uint64_t base = static_cast<uint64_t>(std::random_device{}()) << 20;
-  return base + counter.fetch_add(1);
 }
 
 class GpuDecodeTest : public ::testing::Test {

@@ -5,7 +5,6 @@
 // layout the planner rejects leaves an empty schedule and a clear error.
 // Every output is poisoned first and checked against the CPU reference.
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -23,32 +22,15 @@ namespace mlajit {
 namespace {
 
 using harness::DecodeHarness;
+using harness::FreshSeed;
 using harness::DeviceBuffer;
 using harness::FromC;
 using reference::Batch;
 using reference::BatchConfig;
 using reference::LengthDistribution;
 
-uint64_t FreshSeed() {
-  static std::atomic<uint64_t> counter{0};
-  static const uint64_t base = static_cast<uint64_t>(std::random_device{}()) << 20;
-  return base + counter.fetch_add(1);
-}
-
 double Tolerance(const BatchConfig& c) {
   return (c.kv_format == KvFormat::kBf16 && c.q_mode == QMode::kBf16) ? 5e-3 : 1e-2;
-}
-
-mlajit_plan_config_t PlanConfig(const BatchConfig& c, float sm_scale) {
-  mlajit_plan_config_t pc = MLAJIT_PLAN_CONFIG_INIT;
-  pc.num_heads = c.num_heads;
-  pc.kv_format = static_cast<mlajit_kv_format_t>(c.kv_format);
-  pc.q_mode = static_cast<mlajit_q_mode_t>(c.q_mode);
-  pc.causal = c.causal ? 1 : 0;
-  pc.sm_scale = sm_scale;
-  pc.page_size = c.page_size;
-  pc.write_lse = 1;
-  return pc;
 }
 
 // Device buffers sized for the largest batch a config can generate, refilled
@@ -248,7 +230,7 @@ TEST_F(DevicePlanTest, MatchesTheHostPlanBitForBit) {
     ASSERT_TRUE(backend_->MemcpyDtoH(device_, host_lse.data(), (*db)->lse.ptr(), host_lse.size() * 4, stream_).ok());
 
     // Device plan over the same layout.
-    mlajit_plan_config_t pc = PlanConfig(c, b.sm_scale);
+    mlajit_plan_config_t pc = harness::PlanConfigFor(c, b.sm_scale, true);
     mlajit_plan_limits_t lim = MLAJIT_PLAN_LIMITS_INIT;
     lim.max_batch_size = c.batch_size;
     lim.max_q_len = c.q_len;
@@ -288,7 +270,7 @@ TEST_F(DevicePlanTest, CapturedStepReplaysWithChangingLayouts) {
   c.zero_length_fraction = 0.1;
   c.page_size = 16;
   const float sm_scale = reference::GenerateBatch(c).sm_scale;
-  mlajit_plan_config_t pc = PlanConfig(c, sm_scale);
+  mlajit_plan_config_t pc = harness::PlanConfigFor(c, sm_scale, true);
   mlajit_plan_limits_t lim = MLAJIT_PLAN_LIMITS_INIT;
   lim.max_batch_size = c.batch_size;
   lim.max_q_len = c.q_len;
@@ -348,7 +330,7 @@ TEST_F(DevicePlanTest, RejectedLayoutLeavesAnEmptyScheduleAndAnError) {
   c.kv_len = 500;
   c.seed = FreshSeed();
   Batch b = reference::GenerateBatch(c);
-  mlajit_plan_config_t pc = PlanConfig(c, b.sm_scale);
+  mlajit_plan_config_t pc = harness::PlanConfigFor(c, b.sm_scale, true);
   mlajit_plan_limits_t lim = MLAJIT_PLAN_LIMITS_INIT;
   lim.max_batch_size = 4;
   lim.max_q_len = 1;  // the batch's q_len 2 exceeds it

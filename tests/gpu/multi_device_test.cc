@@ -7,10 +7,8 @@
 // With one device the same shards run on that device from their own threads;
 // the test says so on stdout, and the cross-device checks skip.
 #include <algorithm>
-#include <atomic>
 #include <cstdio>
 #include <memory>
-#include <random>
 #include <set>
 #include <string>
 #include <thread>
@@ -31,17 +29,12 @@ namespace {
 
 using harness::CaseOptions;
 using harness::DecodeHarness;
+using harness::FreshSeed;
 using reference::Batch;
 using reference::BatchConfig;
 using reference::LengthDistribution;
 
 constexpr int kModelHeads = 128;  // DeepSeek-V3/R1
-
-uint64_t FreshSeed() {
-  static std::atomic<uint64_t> counter{0};
-  static const uint64_t base = static_cast<uint64_t>(std::random_device{}()) << 20;
-  return base + counter.fetch_add(1);
-}
 
 // The decode steps each shard runs: plain decode, speculative (q_len 2) on a
 // paged cache, and a8 (fp8 Q) on single-token pages; different specs each.

@@ -38,13 +38,7 @@ absl::Status RunStepGraph(harness::DecodeHarness& h, const reference::BatchConfi
   const reference::Batch batch = reference::GenerateBatch(config);
   const int batch_size = static_cast<int>(batch.qo_indptr.size()) - 1;
 
-  mlajit_plan_config_t pc = MLAJIT_PLAN_CONFIG_INIT;
-  pc.num_heads = config.num_heads;
-  pc.kv_format = static_cast<mlajit_kv_format_t>(config.kv_format);
-  pc.q_mode = static_cast<mlajit_q_mode_t>(config.q_mode);
-  pc.causal = config.causal ? 1 : 0;
-  pc.sm_scale = batch.sm_scale;
-  pc.page_size = config.page_size;
+  const mlajit_plan_config_t pc = harness::PlanConfigFor(config, batch.sm_scale, false);
   mlajit_plan_limits_t lim = MLAJIT_PLAN_LIMITS_INIT;
   lim.max_batch_size = batch_size;
   lim.max_q_len = config.q_len;

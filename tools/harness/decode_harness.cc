@@ -1,6 +1,8 @@
 #include "tools/harness/decode_harness.h"
 
+#include <atomic>
 #include <chrono>
+#include <random>
 #include <cstring>
 #include <utility>
 
@@ -14,6 +16,25 @@ namespace mlajit::harness {
 absl::Status FromC(mlajit_status_t s) {
   if (s == MLAJIT_STATUS_OK) return absl::OkStatus();
   return absl::Status(static_cast<absl::StatusCode>(s), mlajit_last_error());
+}
+
+mlajit_plan_config_t PlanConfigFor(const reference::BatchConfig& config, float sm_scale,
+                                   bool write_lse) {
+  mlajit_plan_config_t pc = MLAJIT_PLAN_CONFIG_INIT;
+  pc.num_heads = config.num_heads;
+  pc.kv_format = static_cast<mlajit_kv_format_t>(config.kv_format);
+  pc.q_mode = static_cast<mlajit_q_mode_t>(config.q_mode);
+  pc.causal = config.causal ? 1 : 0;
+  pc.sm_scale = sm_scale;
+  pc.page_size = config.page_size;
+  pc.write_lse = write_lse ? 1 : 0;
+  return pc;
+}
+
+uint64_t FreshSeed() {
+  static std::atomic<uint64_t> counter{0};
+  static const uint64_t base = static_cast<uint64_t>(std::random_device{}()) << 20;
+  return base + counter.fetch_add(1);
 }
 
 absl::StatusOr<DeviceBuffer> DeviceBuffer::Allocate(gpu::Backend* b, int device, size_t bytes) {
@@ -87,14 +108,7 @@ absl::StatusOr<std::unique_ptr<DeviceBatch>> DecodeHarness::UploadBatch(referenc
   MLAJIT_ASSIGN_OR_RETURN(db->lse, DeviceBuffer::Allocate(backend_, device_, rows * sizeof(float)));
   MLAJIT_RETURN_IF_ERROR(backend_->StreamSynchronize(device_, nullptr));
 
-  mlajit_plan_config_t pc = MLAJIT_PLAN_CONFIG_INIT;
-  pc.num_heads = config.num_heads;
-  pc.kv_format = static_cast<mlajit_kv_format_t>(config.kv_format);
-  pc.q_mode = static_cast<mlajit_q_mode_t>(config.q_mode);
-  pc.causal = config.causal ? 1 : 0;
-  pc.sm_scale = b.sm_scale;
-  pc.page_size = config.page_size;
-  pc.write_lse = write_lse ? 1 : 0;
+  const mlajit_plan_config_t pc = PlanConfigFor(config, b.sm_scale, write_lse);
   const int batch_size = static_cast<int>(b.qo_indptr.size()) - 1;
   MLAJIT_RETURN_IF_ERROR(FromC(mlajit_plan_create(
       runtime_, &pc, batch_size, b.qo_indptr.data(), b.kv_indptr.data(),

@@ -98,6 +98,14 @@ class DecodeHarness {
 // The C ABI's status as an absl::Status carrying mlajit_last_error().
 absl::Status FromC(mlajit_status_t s);
 
+// The plan config of a generated batch (its heads, formats, causality, paging).
+mlajit_plan_config_t PlanConfigFor(const reference::BatchConfig& config, float sm_scale,
+                                   bool write_lse);
+
+// A seed for fresh inputs on every run (distinct per call, random per process),
+// reproducible from the value printed on failure.
+uint64_t FreshSeed();
+
 }  // namespace mlajit::harness
 
 #endif  // MLAJIT_TOOLS_HARNESS_DECODE_HARNESS_H_
