@@ -35,6 +35,8 @@ def tiles(arch, rows, kv):
     """(block_m, block_n, num_warps, num_stages) as ChooseTiles picks them."""
     if not (arch.startswith("sm_") and int(arch[3:].rstrip("a")) >= 80):
         return 16, 16, 8, 2
+    if arch == "sm_90a" and kv != "mxfp4":  # the warpgroup-MMA path
+        return (16 if rows <= 16 else 32), 64, 4, 2
     sm = int(arch[3:].rstrip("a"))
     limit = 166912 if sm in (80, 87) else 232448 if sm >= 90 else 101376
     cands = ([(16, 64, 8), (16, 32, 4)] if rows <= 16 else

@@ -37,6 +37,22 @@ bool HasTensorCorePath(const std::string& arch) {
   return std::atoi(arch.c_str() + 3) >= 80;
 }
 
+bool RunsWgmmaPath(const std::string& arch, KvFormat kv_format, int block_m, int block_n,
+                   int num_warps) {
+  return arch == "sm_90a" &&
+         MlaWgmmaEligible(static_cast<int>(kv_format), block_m, block_n, num_warps);
+}
+
+int DecodeSmemBytes(const std::string& arch, KvFormat kv_format, int block_m, int block_n,
+                    int num_warps, int stages) {
+  if (!HasTensorCorePath(arch)) return MlaPortableSmemBytes(num_warps * 32);
+  const int f = static_cast<int>(kv_format);
+  if (RunsWgmmaPath(arch, kv_format, block_m, block_n, num_warps)) {
+    return MlaWgmmaSmemBytes(f, block_m, stages);
+  }
+  return MlaMmaSmemBytes(f, block_m, block_n, stages);
+}
+
 TileShape ChooseTiles(const std::string& arch, int rows_per_sequence, KvFormat kv_format) {
   TileShape t;
   if (!HasTensorCorePath(arch)) {
@@ -46,6 +62,18 @@ TileShape ChooseTiles(const std::string& arch, int rows_per_sequence, KvFormat k
     return t;
   }
   t.tensor_cores = true;
+  if (arch == "sm_90a" && kv_format != KvFormat::kMxfp4) {
+    // Warpgroup MMA with the KV tile as M (mla_decode_wgmma.cuh): one 4-warp
+    // CTA per tile of 16 or 32 query rows; sequences with more rows take
+    // several row tiles. Two stages: fp8 then fits two CTAs per SM.
+    t.block_m = rows_per_sequence <= 16 ? 16 : 32;
+    t.block_n = 64;
+    t.num_warps = 4;
+    t.num_stages = 2;
+    t.smem_bytes = MlaWgmmaSmemBytes(static_cast<int>(kv_format), t.block_m, t.num_stages);
+    t.ctas_per_sm = CtasPerSm(arch, t);
+    return t;
+  }
   // Candidates (block_m, block_n, warps), best first. Warps split a tile's rows
   // into 16-row groups and each group's work over columns; every warp scores
   // >= 8 tokens. The first candidate whose double-buffered footprint fits the
@@ -93,7 +121,7 @@ absl::Status ApplyTileOverride(const std::string& arch, KvFormat kv_format, Tile
                          (n / (warps / (m / 16))) % 8 == 0 &&
                          (512 / (warps / (m / 16))) % 16 == 0 && stages >= 2 && stages <= 4 &&
                          ctas >= 1 && ctas <= 4;
-  const int smem = MlaMmaSmemBytes(static_cast<int>(kv_format), m, n, stages);
+  const int smem = DecodeSmemBytes(arch, kv_format, m, n, warps, stages);
   if (!HasTensorCorePath(arch) || !layout_ok ||
       ctas * (smem + 1024) > MaxDynamicSharedMemory(arch) + 1024 ||
       ctas * warps * 32 * 255 > 65536) {

@@ -31,6 +31,15 @@ int MaxDynamicSharedMemory(const std::string& arch);
 // True for NVIDIA targets with mma.sync bf16 (sm_80 and later).
 bool HasTensorCorePath(const std::string& arch);
 
+// True when the kernel of this shape runs the sm_90a warpgroup-MMA path
+// (kernel_templates/mla_decode_wgmma.cuh) rather than mma.sync.
+bool RunsWgmmaPath(const std::string& arch, KvFormat kv_format, int block_m, int block_n,
+                   int num_warps);
+
+// Dynamic shared memory the decode kernel of this shape needs on `arch`.
+int DecodeSmemBytes(const std::string& arch, KvFormat kv_format, int block_m, int block_n,
+                    int num_warps, int stages);
+
 // rows_per_sequence: the largest q_len * num_heads of the batch.
 TileShape ChooseTiles(const std::string& arch, int rows_per_sequence, KvFormat kv_format);
 

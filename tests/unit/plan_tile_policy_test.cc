@@ -19,10 +19,25 @@ TEST(TilePolicy, FitsSharedMemoryOfEachArchitecture) {
         EXPECT_TRUE(t.tensor_cores);
         EXPECT_LE(t.smem_bytes, MaxDynamicSharedMemory(arch)) << arch << " rows " << rows;
         EXPECT_GE(t.num_stages, 2);
-        EXPECT_EQ(t.smem_bytes, MlaMmaSmemBytes(static_cast<int>(f), t.block_m, t.block_n,
+        EXPECT_EQ(t.smem_bytes, DecodeSmemBytes(arch, f, t.block_m, t.block_n, t.num_warps,
                                                 t.num_stages));
-        if (std::string(arch) == "sm_90a") {
-          // Hopper fits the largest tiles: up to 64 rows of a sequence in one tile.
+        const bool wgmma = RunsWgmmaPath(arch, f, t.block_m, t.block_n, t.num_warps);
+        if (std::string(arch) == "sm_90a" && f != KvFormat::kMxfp4) {
+          // Hopper's warpgroup-MMA path: 16 or 32 rows per tile, fp8 two CTAs per SM.
+          EXPECT_TRUE(wgmma) << rows;
+          EXPECT_EQ(t.smem_bytes, MlaWgmmaSmemBytes(static_cast<int>(f), t.block_m,
+                                                    t.num_stages));
+          EXPECT_EQ(t.block_m, rows <= 16 ? 16 : 32) << rows;
+          if (f == KvFormat::kFp8E4m3) {
+            EXPECT_EQ(t.ctas_per_sm, 2);
+          }
+        } else {
+          EXPECT_FALSE(wgmma) << arch;
+          EXPECT_EQ(t.smem_bytes, MlaMmaSmemBytes(static_cast<int>(f), t.block_m, t.block_n,
+                                                  t.num_stages));
+        }
+        if (std::string(arch) == "sm_90a" && f == KvFormat::kMxfp4) {
+          // Hopper fits the largest mma.sync tiles: up to 64 rows of a sequence in one tile.
           EXPECT_GE(t.block_m, rows < 64 ? rows : 64) << rows;
         }
       }
