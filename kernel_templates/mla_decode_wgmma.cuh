@@ -190,68 +190,88 @@ MLA_INLINE int SwzKey(int t) {
 
 // ---- loads ----------------------------------------------------------------
 
+// Byte offset in Smem::q of physical dims (d, d + 1), d even, of tile row n:
+// the inverse of QPhysicalDim (both dims share a k-step and a 4-byte word).
+MLA_INLINE int QSmemOffset(int n, int d) {
+  const int kb = d / (4 * ELEMS), rem = d % (4 * ELEMS);
+  const int quad = rem / ELEMS, i = (rem % ELEMS) / 4, half = (rem % 4) / 2;
+  const int step = kb * STEPS_PER_LOAD + i;
+  return step * STEP_BYTES + ((n / 8) * 2 + half) * CORE_BYTES + (n % 8) * 16 + quad * 4;
+}
+
 // Q rows [row_start, row_start + N) -> Smem::q in the permuted core-matrix
 // layout, as f16 scaled by a power of two (fp8 KV) or as bf16 (bf16 KV).
 // Returns the factor that undoes the scaling in the scores. Block-wide.
+// Coalesced 16-byte global loads, a batch per thread in flight at once (the
+// item's first tile waits on this), stored as 4-byte words.
 MLA_INLINE float LoadQ(const MlaDecodeParams& p, const MlaSeqInfo& s, int row_start,
                        const Smem& sm, float q_scale) {
+  constexpr int ROW_CHUNKS = HEAD_DIM_QK / 8;  // 16-byte chunks of a row
+  constexpr int PER_THREAD = N * ROW_CHUNKS / NUM_THREADS;
+  constexpr int BATCH = PER_THREAD > 9 ? PER_THREAD / 2 : PER_THREAD;
+  static_assert(N * ROW_CHUNKS % NUM_THREADS == 0 && PER_THREAD % BATCH == 0, "whole batches");
   const int rows_total = s.q_len * NUM_HEADS;
-  const u16* q = static_cast<const u16*>(p.q) + static_cast<long long>(s.qo_start) * NUM_HEADS * HEAD_DIM_QK;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  // fp8 KV multiplies in f16: scale the bf16 Q tile by 2^e into [2^13, 2^14)
-  // (exact for everything above amax * 2^-27). a8's fp8 values fit f16 as is.
-  float up = 1.0f, down = 1.0f;
-  if (FP8 && Q_MODE == Q_MODE_BF16) {
-    float amax = 0.0f;
-    for (int idx = threadIdx.x; idx < N * (HEAD_DIM_QK / 8); idx += NUM_THREADS) {
-      const int r = idx / (HEAD_DIM_QK / 8), c = idx % (HEAD_DIM_QK / 8);
-      if (row_start + r >= rows_total) continue;
-      const uint4 v = *reinterpret_cast<const uint4*>(q + static_cast<long long>(row_start + r) * HEAD_DIM_QK + c * 8);
-      const u32 w[4] = {v.x, v.y, v.z, v.w};
+  const u16* q = static_cast<const u16*>(p.q) +
+                 (static_cast<long long>(s.qo_start) * NUM_HEADS + row_start) * HEAD_DIM_QK;
+  // fp8 KV multiplies in f16: the bf16 Q tile is scaled by 2^e into [2^13, 2^14)
+  // (exact for everything above amax * 2^-27) in a second pass; a8's fp8
+  // values fit f16 as they are.
+  constexpr bool RESCALE = FP8 && Q_MODE == Q_MODE_BF16;
+  float amax = 0.0f;
+#pragma unroll 1
+  for (int b = 0; b < PER_THREAD; b += BATCH) {
+    uint4 v[BATCH];
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        amax = fmaxf(amax, fmaxf(fabsf(Bf16ToFloat(w[i] & 0xffffu)), fabsf(Bf16ToFloat(w[i] >> 16))));
-      }
+    for (int i = 0; i < BATCH; ++i) {
+      const int idx = threadIdx.x + (b + i) * NUM_THREADS;
+      const int n = idx / ROW_CHUNKS, c = idx % ROW_CHUNKS;
+      v[i] = row_start + n < rows_total ? *reinterpret_cast<const uint4*>(q + n * HEAD_DIM_QK + c * 8)
+                                        : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-    if (lane == 0) sm.red[warp] = amax;
-    __syncthreads();
-    amax = fmaxf(fmaxf(sm.red[0], sm.red[1]), fmaxf(sm.red[2], sm.red[3]));
-    __syncthreads();  // red is reused by the tile loop
-    int e = 0;
-    if (amax > 0.0f) {
-      const int amax_exp = static_cast<int>((__float_as_uint(amax) >> 23) & 0xffu) - 127;
-      e = min(max(13 - amax_exp, -126), 126);
-    }
-    up = __uint_as_float(static_cast<u32>(e + 127) << 23);
-    down = __uint_as_float(static_cast<u32>(127 - e) << 23);
-  }
-  // One 16-byte core-matrix row per unit: 8 logical k of one query row.
-  constexpr int UNITS = K_STEPS * 2 * N;
-  for (int u = threadIdx.x; u < UNITS; u += NUM_THREADS) {
-    const int step = u % K_STEPS, half = (u / K_STEPS) % 2, n = u / (2 * K_STEPS);
-    const int row = row_start + n;
-    u32 w[4] = {0, 0, 0, 0};
-    if (row < rows_total) {
-      const u16* src = q + static_cast<long long>(row) * HEAD_DIM_QK;
+    for (int i = 0; i < BATCH; ++i) {
+      const int idx = threadIdx.x + (b + i) * NUM_THREADS;
+      const int n = idx / ROW_CHUNKS, c = idx % ROW_CHUNKS;
+      const u32 w[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        // Logical k = 8 * half + 2i, 2i + 1: two consecutive physical dims.
-        const int d = QPhysicalDim(step, 8 * half + 2 * i);
-        const u32 pair = *reinterpret_cast<const u32*>(src + d);
-        float lo = Bf16ToFloat(pair & 0xffffu), hi = Bf16ToFloat(pair >> 16);
-        if (Q_MODE == Q_MODE_FP8) {
+      for (int j = 0; j < 4; ++j) {
+        float lo = Bf16ToFloat(w[j] & 0xffffu), hi = Bf16ToFloat(w[j] >> 16);
+        u32 out = w[j];
+        if (RESCALE) {
+          amax = fmaxf(amax, fmaxf(fabsf(lo), fabsf(hi)));
+        } else if (Q_MODE == Q_MODE_FP8) {
           lo = QuantiseQ<Q_MODE>(lo, q_scale);
           hi = QuantiseQ<Q_MODE>(hi, q_scale);
+          out = FP8 ? PackF16x2(lo, hi) : PackBf16x2(lo, hi);
         }
-        w[i] = FP8 ? PackF16x2(lo * up, hi * up) : (Q_MODE == Q_MODE_FP8 ? PackBf16x2(lo, hi) : pair);
+        *reinterpret_cast<u32*>(sm.q + QSmemOffset(n, c * 8 + 2 * j)) = out;
       }
     }
-    u8* dst = sm.q + step * STEP_BYTES + ((n / 8) * 2 + half) * CORE_BYTES + (n % 8) * 16;
-    *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
   }
-  return down;
+  if (!RESCALE) return 1.0f;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  if (lane == 0) sm.red[warp] = amax;
+  __syncthreads();
+  amax = fmaxf(fmaxf(sm.red[0], sm.red[1]), fmaxf(sm.red[2], sm.red[3]));
+  int e = 0;
+  if (amax > 0.0f) {
+    const int amax_exp = static_cast<int>((__float_as_uint(amax) >> 23) & 0xffu) - 127;
+    e = min(max(13 - amax_exp, -126), 126);
+  }
+  const float up = __uint_as_float(static_cast<u32>(e + 127) << 23);
+  // Each thread rewrites the words it stored.
+#pragma unroll 4
+  for (int k = 0; k < PER_THREAD * 4; ++k) {
+    const int idx = threadIdx.x + (k / 4) * NUM_THREADS;
+    const int n = idx / ROW_CHUNKS, c = idx % ROW_CHUNKS;
+    u32* word = reinterpret_cast<u32*>(sm.q + QSmemOffset(n, c * 8 + 2 * (k % 4)));
+    const u32 w = *word;
+    *word = PackF16x2(Bf16ToFloat(w & 0xffffu) * up, Bf16ToFloat(w >> 16) * up);
+  }
+  __syncthreads();  // red is reused by the tile loop
+  return __uint_as_float(static_cast<u32>(127 - e) << 23);
 }
 
 // Starts copying KV positions [j0, j0 + TILE) below kv_hi into stage `buf`;
@@ -531,6 +551,7 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
       *reinterpret_cast<u16*>(pc) = static_cast<u16>(packed & 0xffffu);
       *reinterpret_cast<u16*>(pc + CORE_BYTES) = static_cast<u16>(packed >> 16);
     }
+    // (Skipping this when every alpha is 1 pushed N = 32 into spills.)
 #pragma unroll
     for (int b = 0; b < 8; ++b) {
 #pragma unroll
