@@ -424,9 +424,12 @@ MLA_INLINE u32 PackOperand(float lo, float hi) { return FP8 ? PackF16x2(lo, hi) 
 
 // ---- one work item --------------------------------------------------------
 
-MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, const Smem& sm,
-                            float q_scale) {
-  const MlaSeqInfo s = LoadSeq(p, item.seq);
+// `next` is the CTA's following work item (or `item` again): its sequence
+// record is fetched into `next_seq` once this item's Q is loaded, so that the
+// next item does not start with a dependent global round trip.
+MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, const MlaSeqInfo& s,
+                            const Smem& sm, float q_scale, const MlaWorkItem& next,
+                            MlaSeqInfo& next_seq) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int r = lane >> 2, quad = lane & 3;
   const int rows_total = s.q_len * NUM_HEADS;
@@ -469,6 +472,7 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
     }
     score_scale *= LoadQ(p, s, item.row_start, sm, q_scale);
   }
+  next_seq = LoadSeq(p, next.seq);
   const KAddr k_addr = MakeKAddr(sm.raw, warp, r, quad);
   const VAddr v_addr = MakeVAddr(sm.raw, warp, r, quad);
   const Desc q_desc = StepDesc(sm.q), p_desc = StepDesc(sm.p);
@@ -632,7 +636,16 @@ MLA_INLINE void DecodeCta(const MlaDecodeParams& p) {
   const Smem sm = CarveSmem(mla_smem);
   const float q_scale = Q_MODE == Q_MODE_FP8 ? QScaleFromAmax(*p.q_amax) : 1.0f;
   const int begin = p.work_indptr[blockIdx.x], end = p.work_indptr[blockIdx.x + 1];
-  for (int w = begin; w < end; ++w) ProcessItem(p, p.work[w], sm, q_scale);
+  if (begin >= end) return;
+  MlaWorkItem item = p.work[begin];
+  MlaSeqInfo seq = LoadSeq(p, item.seq);
+  for (int w = begin; w < end; ++w) {
+    const MlaWorkItem next = w + 1 < end ? p.work[w + 1] : item;
+    MlaSeqInfo next_seq;
+    ProcessItem(p, item, seq, sm, q_scale, next, next_seq);
+    item = next;
+    seq = next_seq;
+  }
 }
 
 }  // namespace mla_wgmma
