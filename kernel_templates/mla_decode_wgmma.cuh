@@ -276,31 +276,43 @@ MLA_INLINE float LoadQ(const MlaDecodeParams& p, const MlaSeqInfo& s, int row_st
 
 // Starts copying KV positions [j0, j0 + TILE) below kv_hi into stage `buf`;
 // positions past kv_hi are zero-filled, so masked tokens never inject NaN.
-MLA_INLINE void IssueKvTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0, int kv_hi,
-                            int buf, const Smem& sm) {
+// Eight lanes per token, each copying every 8th 16-byte chunk; a thread's
+// tokens are 16 apart, so its swizzle key (token & 7) is the same for all.
+template <bool FULL>  // FULL: every position of the tile is below kv_hi
+MLA_INLINE void CopyKvTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0, int kv_hi,
+                           int buf, const Smem& sm) {
   constexpr int TOKEN_BYTES = KvTokenBytes<KV_FORMAT>::value;
   constexpr int CHUNKS = TOKEN_BYTES / 16;
   constexpr int LANES = 8;
   constexpr int TOKENS_PER_PASS = NUM_THREADS / LANES;
   constexpr int PER_TOKEN = (CHUNKS + LANES - 1) / LANES;
   const u8* kv = static_cast<const u8*>(p.kv);
-  const int first = threadIdx.x % LANES;
+  const int tok0 = threadIdx.x / LANES, first = threadIdx.x % LANES;
+  const int swizzled = (first ^ SwzKey(tok0)) * 16;  // chunk first + 8i -> (first ^ key) + 8i
+  u8* dst0 = sm.raw + (buf * TILE + tok0) * RAW_STRIDE;
 #pragma unroll
   for (int pass = 0; pass < TILE / TOKENS_PER_PASS; ++pass) {
-    const int tok = threadIdx.x / LANES + pass * TOKENS_PER_PASS;
+    const int tok = tok0 + pass * TOKENS_PER_PASS;
     const int j = j0 + tok;
-    const bool valid = j < kv_hi;
-    const u8* src = valid ? kv + KvSlot<PAGE_SIZE>(p, s, j) * TOKEN_BYTES + first * 16 : kv;
-    u8* dst = sm.raw + (buf * TILE + tok) * RAW_STRIDE;
-    const int swizzled = (first ^ SwzKey(tok)) * 16;  // chunk first + 8i -> (first ^ key) + 8i
+    const bool valid = FULL || j < kv_hi;
+    const u8* src = kv + KvSlot<PAGE_SIZE>(p, s, valid ? j : j0) * TOKEN_BYTES + first * 16;
+    u8* dst = dst0 + pass * TOKENS_PER_PASS * RAW_STRIDE;
 #pragma unroll
     for (int i = 0; i < PER_TOKEN; ++i) {
       const int c = first + i * LANES;
       if (CHUNKS % LANES == 0 || c < CHUNKS) {
         const int at = c < SWZ_CHUNKS ? swizzled + i * LANES * 16 : c * 16;
-        CpAsync16(dst + at, valid ? src + i * LANES * 16 : kv, valid);
+        CpAsync16(dst + at, src + i * LANES * 16, valid);
       }
     }
+  }
+}
+MLA_INLINE void IssueKvTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0, int kv_hi,
+                            int buf, const Smem& sm) {
+  if (j0 + TILE <= kv_hi) {
+    CopyKvTile<true>(p, s, j0, kv_hi, buf, sm);
+  } else {
+    CopyKvTile<false>(p, s, j0, kv_hi, buf, sm);
   }
 }
 
@@ -422,6 +434,14 @@ MLA_INLINE void PinAccumulators(float (&d)[K]) {
 
 MLA_INLINE u32 PackOperand(float lo, float hi) { return FP8 ? PackF16x2(lo, hi) : PackBf16x2(lo, hi); }
 
+// P^T entries of this thread: k-step `warp`, k = r (low half) and r + 8 (high
+// half), column n of n8 block j.
+MLA_INLINE void WriteP(const Smem& sm, int warp, int j, int n, int r, u32 packed) {
+  u8* pc = sm.p + warp * STEP_BYTES + (j * 2) * CORE_BYTES + n * 16 + r * 2;
+  *reinterpret_cast<u16*>(pc) = static_cast<u16>(packed & 0xffffu);
+  *reinterpret_cast<u16*>(pc + CORE_BYTES) = static_cast<u16>(packed >> 16);
+}
+
 // ---- one work item --------------------------------------------------------
 
 // `next` is the CTA's following work item (or `item` again): its sequence
@@ -520,8 +540,17 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
 
     // ---- online softmax over the tile's tokens, per query row ----
     // sacc[4j + 2h + e]: token 16 warp + r + 8h, row 8j + 2 quad + e.
+    // Fast path: P relative to the running maxima m as they stand, with no
+    // exchange between warps and no rescale of O, valid while no score
+    // exceeds its row's m by more than HEADROOM (P <= 2^HEADROOM). The first
+    // tile, or a score that jumps, sends the whole CTA through the exchange
+    // (the decision is CTA-uniform: __syncthreads_or).
+    // With 32 rows the branch costs registers (spills): always exchange.
+    constexpr float HEADROOM = 8.0f;
+    constexpr bool DEFERRED_MAX = N == 16;
     const int j0 = kv_lo + t * TILE + warp * 16 + r;
-    float mx[ROWS_PER_THREAD];
+    bool over = false;
+    float ls[ROWS_PER_THREAD];
 #pragma unroll
     for (int c = 0; c < ROWS_PER_THREAD; ++c) {
       const int j = c / 2, e = c % 2;
@@ -529,44 +558,55 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
       float& s1 = sacc[4 * j + 2 + e];
       s0 = j0 < lim[c] ? s0 * score_scale : NegInf();
       s1 = j0 + 8 < lim[c] ? s1 * score_scale : NegInf();
-      float v = fmaxf(s0, s1);
-      v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 4));
-      v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 8));
-      v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 16));
-      mx[c] = v;
-      if (r == 0) sm.red[warp * N + 8 * j + 2 * quad + e] = v;
+      if (DEFERRED_MAX) {
+        over |= fmaxf(s0, s1) > m[c] + HEADROOM;  // m = -inf: any visible score
+        const float base = m[c] == NegInf() ? 0.0f : m[c];
+        const float p0 = exp2f(s0 - base), p1 = exp2f(s1 - base);
+        ls[c] = p0 + p1;
+        WriteP(sm, warp, j, 2 * quad + e, r, PackOperand(p0, p1));
+      }
     }
-    __syncthreads();
-#pragma unroll
-    for (int c = 0; c < ROWS_PER_THREAD; ++c) {
-      const int n = 8 * (c / 2) + 2 * quad + (c % 2);
-      float v = fmaxf(fmaxf(sm.red[n], sm.red[N + n]), fmaxf(sm.red[2 * N + n], sm.red[3 * N + n]));
-      const float mn = fmaxf(m[c], v);
-      const float base = mn == NegInf() ? 0.0f : mn;  // nothing visible yet: avoid inf - inf
-      const float alpha = exp2f(m[c] - base);
-      m[c] = mn;
-      const int j = c / 2, e = c % 2;
-      const float p0 = exp2f(sacc[4 * j + e] - base), p1 = exp2f(sacc[4 * j + 2 + e] - base);
-      l[c] = l[c] * alpha + p0 + p1;
-      mx[c] = alpha;
-      // P^T: k-step `warp`, k = r (+8), column n.
-      u8* pc = sm.p + warp * STEP_BYTES + (j * 2) * CORE_BYTES + (2 * quad + e) * 16 + r * 2;
-      const u32 packed = PackOperand(p0, p1);
-      *reinterpret_cast<u16*>(pc) = static_cast<u16>(packed & 0xffffu);
-      *reinterpret_cast<u16*>(pc + CORE_BYTES) = static_cast<u16>(packed >> 16);
-    }
-    // (Skipping this when every alpha is 1 pushed N = 32 into spills.)
-#pragma unroll
-    for (int b = 0; b < 8; ++b) {
+    if (DEFERRED_MAX) FenceProxyAsync();
+    if (!DEFERRED_MAX || __syncthreads_or(over)) {
 #pragma unroll
       for (int c = 0; c < ROWS_PER_THREAD; ++c) {
         const int j = c / 2, e = c % 2;
-        o[b][4 * j + e] *= mx[c];
-        o[b][4 * j + 2 + e] *= mx[c];
+        float v = fmaxf(sacc[4 * j + e], sacc[4 * j + 2 + e]);
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 4));
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 8));
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 16));
+        if (r == 0) sm.red[warp * N + 8 * j + 2 * quad + e] = v;
       }
+      __syncthreads();
+      float alpha[ROWS_PER_THREAD];
+#pragma unroll
+      for (int c = 0; c < ROWS_PER_THREAD; ++c) {
+        const int j = c / 2, e = c % 2;
+        const int n = 8 * j + 2 * quad + e;
+        const float v = fmaxf(fmaxf(sm.red[n], sm.red[N + n]), fmaxf(sm.red[2 * N + n], sm.red[3 * N + n]));
+        const float mn = fmaxf(m[c], v);
+        const float base = mn == NegInf() ? 0.0f : mn;  // nothing visible yet: avoid inf - inf
+        alpha[c] = exp2f(m[c] - base);
+        m[c] = mn;
+        const float p0 = exp2f(sacc[4 * j + e] - base), p1 = exp2f(sacc[4 * j + 2 + e] - base);
+        ls[c] = p0 + p1;
+        l[c] *= alpha[c];
+        WriteP(sm, warp, j, 2 * quad + e, r, PackOperand(p0, p1));
+      }
+#pragma unroll
+      for (int b = 0; b < 8; ++b) {
+#pragma unroll
+        for (int c = 0; c < ROWS_PER_THREAD; ++c) {
+          const int j = c / 2, e = c % 2;
+          o[b][4 * j + e] *= alpha[c];
+          o[b][4 * j + 2 + e] *= alpha[c];
+        }
+      }
+      FenceProxyAsync();
+      __syncthreads();  // P^T rewritten; red read
     }
-    FenceProxyAsync();
-    __syncthreads();  // P^T complete; red may be rewritten
+#pragma unroll
+    for (int c = 0; c < ROWS_PER_THREAD; ++c) l[c] += ls[c];
 
     // ---- O^T += V^T P^T ----
     VRaw v_next = LoadV(v_addr, tile_off, 0);
@@ -588,7 +628,6 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
   }
 
   // ---- epilogue: row sums across lanes and warps, normalise, write ----
-  __syncthreads();  // red's maxima are read
 #pragma unroll
   for (int c = 0; c < ROWS_PER_THREAD; ++c) {
     float v = l[c];
