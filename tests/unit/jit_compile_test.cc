@@ -20,6 +20,7 @@
 #include "src/jit/compiler.h"
 #include "src/jit/kernel_compiler.h"
 #include "src/jit/template_store.h"
+#include "src/plan/tile_policy.h"
 
 namespace mlajit::jit {
 namespace {
@@ -132,6 +133,43 @@ TEST(JitCompile, SharedCompilerIsOnePerCacheConfiguration) {
 TEST(JitCompile, EveryTemplateCompilesWithNvrtcForSm90a) {
   REQUIRE_COMPILER("sm_90a");
   CompileEveryTemplate("sm_90a");
+}
+
+// The sm_90a warpgroup-MMA path (mla_decode_wgmma.cuh) only compiles for the
+// shapes the tile policy picks on sm_90a: compile each of them here, so that a
+// CPU-only build catches a break in it (its inline wgmma PTX included).
+TEST(JitCompile, WarpgroupMmaShapesCompileForSm90a) {
+  REQUIRE_COMPILER("sm_90a");
+  auto kc = KernelCompiler::Create(MemoryCache());
+  ASSERT_TRUE(kc.ok()) << kc.status();
+  int compiled = 0;
+  for (KvFormat kv : {KvFormat::kFp8E4m3, KvFormat::kBf16}) {
+    for (int heads : {16, 32}) {
+      for (int page_size : {0, 64}) {
+        for (QMode q_mode : {QMode::kBf16, QMode::kFp8}) {
+          if (q_mode == QMode::kFp8 && (kv != KvFormat::kFp8E4m3 || page_size != 0)) continue;
+          const plan::TileShape t = plan::ChooseTiles("sm_90a", heads, kv);
+          ASSERT_TRUE(plan::RunsWgmmaPath("sm_90a", kv, t.block_m, t.block_n, t.num_warps));
+          KernelSpec spec;
+          spec.num_heads = heads;
+          spec.max_q_len = heads == 16 ? 2 : 1;  // 32 rows with 16 heads: two q positions
+          spec.kv_format = kv;
+          spec.q_mode = q_mode;
+          spec.page_size = page_size;
+          spec.block_m = t.block_m;
+          spec.block_n = t.block_n;
+          spec.num_warps = t.num_warps;
+          spec.num_stages = t.num_stages;
+          spec.arch = "sm_90a";
+          auto entry = (*kc)->GetBinary(spec);
+          ASSERT_TRUE(entry.ok()) << SpecToJson(spec) << ": " << entry.status();
+          EXPECT_TRUE(IsElf((*entry)->payload)) << SpecToJson(spec);
+          ++compiled;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(compiled, 10);
 }
 
 TEST(JitCompile, EveryTemplateCompilesWithHiprtcForGfx90a) {
