@@ -28,11 +28,11 @@ MLA_INLINE float GroupMax(float v) {
   return v;
 }
 
-// One 32-lane group per (combine item, row, quarter of the 512 columns): the
-// lanes first find the largest split LSE together, then each lane merges 4
-// columns over the splits, SPLIT_BATCH splits at a time with all their loads
-// issued before any is used, so a merge costs a few memory latencies rather
-// than one per split.
+// One 32-lane group per (combine item, row, quarter of the 512 columns): each
+// lane merges 4 columns over the splits, SPLIT_BATCH splits at a time with all
+// their loads issued before any is used, so a merge costs a few memory
+// latencies rather than one per split. Up to SPLIT_BATCH splits the LSEs load
+// with the partials; beyond, the lanes first find the largest LSE together.
 MLA_INLINE void CombineItems(const MlaDecodeParams& p) {
   const int lane = threadIdx.x & 31, group = threadIdx.x >> 5;
   const int num_combine =
@@ -49,34 +49,50 @@ MLA_INLINE void CombineItems(const MlaDecodeParams& p) {
     if (item.row_start + r >= s.q_len * NUM_HEADS) continue;  // uniform across the group
     const int n = item.num_splits;
     const float* lse = p.partial_lse + static_cast<long long>(item.partial_start) * BLOCK_M + r;
-    float mx = NegInf();
-    for (int k = lane; k < n; k += 32) mx = fmaxf(mx, lse[k * BLOCK_M]);
-    mx = GroupMax(mx);
+    const float* po = p.partial_o +
+                      (static_cast<long long>(item.partial_start) * BLOCK_M + r) * HEAD_DIM_V +
+                      quarter * COLS_PER_GROUP + lane * 4;
+    constexpr long long SPLIT_STRIDE = static_cast<long long>(BLOCK_M) * HEAD_DIM_V;
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     float wsum = 0.0f;
-    if (mx != NegInf()) {
-      const float* po = p.partial_o +
-                        (static_cast<long long>(item.partial_start) * BLOCK_M + r) * HEAD_DIM_V +
-                        quarter * COLS_PER_GROUP + lane * 4;
-      constexpr long long SPLIT_STRIDE = static_cast<long long>(BLOCK_M) * HEAD_DIM_V;
-      // A split that saw nothing for this row has lse -inf and weight 0.
-      for (int k0 = 0; k0 < n; k0 += SPLIT_BATCH) {
-        float l[SPLIT_BATCH];
-        float4 v[SPLIT_BATCH];
+    float mx = NegInf();
+    // Splits [k0, k0 + SPLIT_BATCH): all loads issued before any is used.
+    float l[SPLIT_BATCH];
+    float4 v[SPLIT_BATCH];
+    auto load_batch = [&](int k0) {
 #pragma unroll
-        for (int i = 0; i < SPLIT_BATCH; ++i) {
-          const int k = k0 + i < n ? k0 + i : n - 1;  // clamped: loads stay in bounds
-          l[i] = lse[k * BLOCK_M];
-          v[i] = *reinterpret_cast<const float4*>(po + k * SPLIT_STRIDE);
-        }
+      for (int i = 0; i < SPLIT_BATCH; ++i) {
+        const int k = k0 + i < n ? k0 + i : n - 1;  // clamped: loads stay in bounds
+        l[i] = k0 + i < n ? lse[k * BLOCK_M] : NegInf();
+        v[i] = *reinterpret_cast<const float4*>(po + k * SPLIT_STRIDE);
+      }
+    };
+    // A split that saw nothing for this row has lse -inf and weight 0.
+    auto merge_batch = [&]() {
 #pragma unroll
-        for (int i = 0; i < SPLIT_BATCH; ++i) {
-          const float w = (k0 + i >= n || l[i] == NegInf()) ? 0.0f : expf(l[i] - mx);
-          wsum += w;
-          acc[0] += w * v[i].x;
-          acc[1] += w * v[i].y;
-          acc[2] += w * v[i].z;
-          acc[3] += w * v[i].w;
+      for (int i = 0; i < SPLIT_BATCH; ++i) {
+        const float w = l[i] == NegInf() ? 0.0f : expf(l[i] - mx);
+        wsum += w;
+        acc[0] += w * v[i].x;
+        acc[1] += w * v[i].y;
+        acc[2] += w * v[i].z;
+        acc[3] += w * v[i].w;
+      }
+    };
+    if (n <= SPLIT_BATCH) {
+      // The common case: the LSEs come with the partials in one batch (every
+      // lane loads all of them), so the merge costs one memory latency.
+      load_batch(0);
+#pragma unroll
+      for (int i = 0; i < SPLIT_BATCH; ++i) mx = fmaxf(mx, l[i]);
+      if (mx != NegInf()) merge_batch();
+    } else {
+      for (int k = lane; k < n; k += 32) mx = fmaxf(mx, lse[k * BLOCK_M]);
+      mx = GroupMax(mx);
+      if (mx != NegInf()) {
+        for (int k0 = 0; k0 < n; k0 += SPLIT_BATCH) {
+          load_batch(k0);
+          merge_batch();
         }
       }
     }
