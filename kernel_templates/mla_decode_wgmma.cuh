@@ -14,10 +14,12 @@
 // the way, so every KV byte is read from shared memory once per product and
 // never written back converted. Two permutations make those loads contiguous;
 // both are fixed at compile time and undone where the data enters or leaves:
-//   - QK^T sums over the 576 dims in any order: a thread's 16-byte load covers
-//     k-steps as described at QPhysicalDim, and Q is stored in that order.
+//   - QK^T sums over the 576 dims in any order: a thread's 16-byte load feeds
+//     whole k-steps, and Q is stored in that order ("the two permutations").
 //   - P V: a thread's M rows (output dims) are chosen so that its 16 output
-//     dims are consecutive (OutDim); the epilogue writes them back in place.
+//     dims are consecutive (OutDimBase); the epilogue writes them back in place.
+// The staging tile keeps tokens whole but swizzles their 16-byte chunks
+// (SwzKey), so that those loads are free of shared-memory bank conflicts.
 // B operands (Q^T, P^T) live in shared memory in the no-swizzle core-matrix
 // layout (8 rows x 16 bytes per core matrix) and are read through descriptors.
 //
@@ -105,51 +107,43 @@ MLA_INLINE void Wait() {
 MLA_INLINE void FenceProxyAsync() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
 // d (+)= A . B for one m64 x N x k16 step; A from registers, B by descriptor;
-// accumulate == 0 overwrites d.
+// accumulate == 0 overwrites d. TYPE: the operand type, f16 or bf16.
+#define MLA_WGMMA_M64N16K16(TYPE)                                                              \
+  asm volatile(                                                                                \
+      "{\n.reg .pred p;\n.reg .b64 desc;\nsetp.ne.b32 p, %14, 0;\nmov.b64 desc, {%12, %13};\n" \
+      "wgmma.mma_async.sync.aligned.m64n16k16.f32." TYPE "." TYPE " "                          \
+      "{%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, desc, p, 1, 1, 0;\n}\n"                     \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),   \
+        "+f"(d[7])                                                                             \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b.lo), "r"(b.hi), "r"(accumulate))
+#define MLA_WGMMA_M64N32K16(TYPE)                                                              \
+  asm volatile(                                                                                \
+      "{\n.reg .pred p;\n.reg .b64 desc;\nsetp.ne.b32 p, %22, 0;\nmov.b64 desc, {%20, %21};\n" \
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32." TYPE "." TYPE " "                          \
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, desc, p, "  \
+      "1, 1, 0;\n}\n"                                                                          \
+      : "+f"(x[0]), "+f"(x[1]), "+f"(x[2]), "+f"(x[3]), "+f"(x[4]), "+f"(x[5]), "+f"(x[6]),   \
+        "+f"(x[7]), "+f"(x[8]), "+f"(x[9]), "+f"(x[10]), "+f"(x[11]), "+f"(x[12]),            \
+        "+f"(x[13]), "+f"(x[14]), "+f"(x[15])                                                  \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b.lo), "r"(b.hi), "r"(accumulate))
 MLA_INLINE void Mma(float (&d)[N / 2], const u32 (&a)[4], Desc b, int accumulate) {
   if (N == 16) {
     if (FP8) {
-      asm volatile(
-          "{\n.reg .pred p;\n.reg .b64 desc;\nsetp.ne.b32 p, %14, 0;\nmov.b64 desc, {%12, %13};\n"
-          "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 "
-          "{%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, desc, p, 1, 1, 0;\n}\n"
-          : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-            "+f"(d[7])
-          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b.lo), "r"(b.hi), "r"(accumulate));
+      MLA_WGMMA_M64N16K16("f16");
     } else {
-      asm volatile(
-          "{\n.reg .pred p;\n.reg .b64 desc;\nsetp.ne.b32 p, %14, 0;\nmov.b64 desc, {%12, %13};\n"
-          "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
-          "{%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, desc, p, 1, 1, 0;\n}\n"
-          : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-            "+f"(d[7])
-          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b.lo), "r"(b.hi), "r"(accumulate));
+      MLA_WGMMA_M64N16K16("bf16");
     }
   } else {
     float* x = d;  // N == 32: 16 accumulators
     if (FP8) {
-      asm volatile(
-          "{\n.reg .pred p;\n.reg .b64 desc;\nsetp.ne.b32 p, %22, 0;\nmov.b64 desc, {%20, %21};\n"
-          "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 "
-          "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, desc, p, "
-          "1, 1, 0;\n}\n"
-          : "+f"(x[0]), "+f"(x[1]), "+f"(x[2]), "+f"(x[3]), "+f"(x[4]), "+f"(x[5]), "+f"(x[6]),
-            "+f"(x[7]), "+f"(x[8]), "+f"(x[9]), "+f"(x[10]), "+f"(x[11]), "+f"(x[12]),
-            "+f"(x[13]), "+f"(x[14]), "+f"(x[15])
-          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b.lo), "r"(b.hi), "r"(accumulate));
+      MLA_WGMMA_M64N32K16("f16");
     } else {
-      asm volatile(
-          "{\n.reg .pred p;\n.reg .b64 desc;\nsetp.ne.b32 p, %22, 0;\nmov.b64 desc, {%20, %21};\n"
-          "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
-          "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, desc, p, "
-          "1, 1, 0;\n}\n"
-          : "+f"(x[0]), "+f"(x[1]), "+f"(x[2]), "+f"(x[3]), "+f"(x[4]), "+f"(x[5]), "+f"(x[6]),
-            "+f"(x[7]), "+f"(x[8]), "+f"(x[9]), "+f"(x[10]), "+f"(x[11]), "+f"(x[12]),
-            "+f"(x[13]), "+f"(x[14]), "+f"(x[15])
-          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b.lo), "r"(b.hi), "r"(accumulate));
+      MLA_WGMMA_M64N32K16("bf16");
     }
   }
 }
+#undef MLA_WGMMA_M64N16K16
+#undef MLA_WGMMA_M64N32K16
 
 MLA_INLINE u32 Prmt(u32 a, u32 b, u32 sel) {
   u32 r;
@@ -163,12 +157,11 @@ MLA_INLINE u32 Prmt(u32 a, u32 b, u32 sel) {
 // columns {2q, 2q+1, 2q+8, 2q+9}. A thread reads 16 consecutive bytes at byte
 // 64 * kb + 16 * q of its token, which feed k-steps STEPS_PER_LOAD * kb + i:
 // bytes 4i..4i+3 (fp8) or elements 4i..4i+3 (bf16) are that step's four
-// columns. Q^T is stored in the same order: logical (step, k) holds this dim.
-MLA_INLINE int QPhysicalDim(int step, int k) {
-  const int kb = step / STEPS_PER_LOAD, i = step % STEPS_PER_LOAD;
-  const int half = k / 8, kk = k % 8;
-  return kb * 4 * ELEMS + (kk / 2) * ELEMS + 4 * i + 2 * half + (kk % 2);
-}
+// columns. Q^T is stored in the same order, so logical (step s, column k)
+// holds physical dim
+//   4 ELEMS (s / STEPS_PER_LOAD) + ELEMS ((k % 8) / 2) + 4 (s % STEPS_PER_LOAD)
+//   + 2 (k / 8) + k % 2,
+// and QSmemOffset below is that map's inverse.
 // P V: the accumulator row m (0..63) of M block b for warp w holds output dim
 // w * 128 + (m % 8) * 16 + 2 * b + (m % 16) / 8, so each thread's 16 dims
 // (both of its rows in all 8 blocks) are consecutive.
@@ -191,7 +184,8 @@ MLA_INLINE int SwzKey(int t) {
 // ---- loads ----------------------------------------------------------------
 
 // Byte offset in Smem::q of physical dims (d, d + 1), d even, of tile row n:
-// the inverse of QPhysicalDim (both dims share a k-step and a 4-byte word).
+// the inverse of the QK^T permutation above (both dims share a k-step and a
+// 4-byte word).
 MLA_INLINE int QSmemOffset(int n, int d) {
   const int kb = d / (4 * ELEMS), rem = d % (4 * ELEMS);
   const int quad = rem / ELEMS, i = (rem % ELEMS) / 4, half = (rem % 4) / 2;
