@@ -15,11 +15,13 @@
 // never written back converted. Two permutations make those loads contiguous;
 // both are fixed at compile time and undone where the data enters or leaves:
 //   - QK^T sums over the 576 dims in any order: a thread's 16-byte load feeds
-//     whole k-steps, and Q is stored in that order ("the two permutations").
+//     whole k-steps, and Q is stored in that order (MlaWgmmaQOffset).
 //   - P V: a thread's M rows (output dims) are chosen so that its 16 output
-//     dims are consecutive (OutDimBase); the epilogue writes them back in place.
+//     dims are consecutive (MlaWgmmaOutDim); the epilogue writes them back in
+//     place.
 // The staging tile keeps tokens whole but swizzles their 16-byte chunks
-// (SwzKey), so that those loads are free of shared-memory bank conflicts.
+// (MlaWgmmaChunkSlot), so that those loads are free of bank conflicts. The
+// index maps live in mla_wgmma_layout.h, where the CPU tests check them.
 // B operands (Q^T, P^T) live in shared memory in the no-swizzle core-matrix
 // layout (8 rows x 16 bytes per core matrix) and are read through descriptors.
 //
@@ -29,6 +31,7 @@
 
 #include "mla_common.cuh"
 #include "mla_decode_mma.cuh"  // cp.async, f16 packing and fp8 conversion helpers
+#include "mla_wgmma_layout.h"
 
 namespace mla_wgmma {
 
@@ -151,47 +154,13 @@ MLA_INLINE u32 Prmt(u32 a, u32 b, u32 sel) {
   return r;
 }
 
-// ---- the two permutations ------------------------------------------------
-
-// QK^T: the A fragment of k-step s holds, for lane quad q, the logical k
-// columns {2q, 2q+1, 2q+8, 2q+9}. A thread reads 16 consecutive bytes at byte
-// 64 * kb + 16 * q of its token, which feed k-steps STEPS_PER_LOAD * kb + i:
-// bytes 4i..4i+3 (fp8) or elements 4i..4i+3 (bf16) are that step's four
-// columns. Q^T is stored in the same order, so logical (step s, column k)
-// holds physical dim
-//   4 ELEMS (s / STEPS_PER_LOAD) + ELEMS ((k % 8) / 2) + 4 (s % STEPS_PER_LOAD)
-//   + 2 (k / 8) + k % 2,
-// and QSmemOffset below is that map's inverse.
-// P V: the accumulator row m (0..63) of M block b for warp w holds output dim
-// w * 128 + (m % 8) * 16 + 2 * b + (m % 16) / 8, so each thread's 16 dims
-// (both of its rows in all 8 blocks) are consecutive.
-MLA_INLINE int OutDimBase(int warp, int lane) { return warp * 128 + (lane >> 2) * 16; }
-
-// ---- the staging tile's chunk swizzle --------------------------------------
-
-// Tokens are stored whole and back to back, but the 16-byte chunks of token t
-// are permuted: chunk c (c < SWZ_CHUNKS) lands at c ^ SwzKey(t). 128-bit
-// shared loads are served per quarter warp (8 lanes); the key makes the 8
-// lanes of every K load (2 tokens x 4 chunks) and every V load (4 tokens x 2
-// chunks) hit 8 different 16-byte bank groups. Plain row-major staging made
-// the V loads 4-way conflicted (measured: 16 wavefronts per load, ideal 4).
-// fp8 tokens have 36 chunks: the last 4 (dims 512..575, only ever K) stay put.
-constexpr int SWZ_CHUNKS = FP8 ? 32 : 72;
-MLA_INLINE int SwzKey(int t) {
-  return FP8 ? (t & 7) : (((t >> 1) & 1) | ((((t >> 2) ^ t) & 1) << 2));
-}
+// ---- layout: mla_wgmma_layout.h ---------------------------------------------
+// Plain row-major staging left the V loads 4-way bank conflicted (measured:
+// 16 wavefronts per 128-bit load, ideal 4); the chunk swizzle fixed it.
+constexpr int SWZ_CHUNKS = MlaWgmmaSwizzledChunks(KV_FORMAT);
+MLA_INLINE int SwzKey(int t) { return MlaWgmmaSwizzleKey(KV_FORMAT, t); }
 
 // ---- loads ----------------------------------------------------------------
-
-// Byte offset in Smem::q of physical dims (d, d + 1), d even, of tile row n:
-// the inverse of the QK^T permutation above (both dims share a k-step and a
-// 4-byte word).
-MLA_INLINE int QSmemOffset(int n, int d) {
-  const int kb = d / (4 * ELEMS), rem = d % (4 * ELEMS);
-  const int quad = rem / ELEMS, i = (rem % ELEMS) / 4, half = (rem % 4) / 2;
-  const int step = kb * STEPS_PER_LOAD + i;
-  return step * STEP_BYTES + ((n / 8) * 2 + half) * CORE_BYTES + (n % 8) * 16 + quad * 4;
-}
 
 // Q rows [row_start, row_start + N) -> Smem::q in the permuted core-matrix
 // layout, as f16 scaled by a power of two (fp8 KV) or as bf16 (bf16 KV).
@@ -238,7 +207,7 @@ MLA_INLINE float LoadQ(const MlaDecodeParams& p, const MlaSeqInfo& s, int row_st
           hi = QuantiseQ<Q_MODE>(hi, q_scale);
           out = FP8 ? PackF16x2(lo, hi) : PackBf16x2(lo, hi);
         }
-        *reinterpret_cast<u32*>(sm.q + QSmemOffset(n, c * 8 + 2 * j)) = out;
+        *reinterpret_cast<u32*>(sm.q + MlaWgmmaQOffset(KV_FORMAT, N, n, c * 8 + 2 * j)) = out;
       }
     }
   }
@@ -260,7 +229,7 @@ MLA_INLINE float LoadQ(const MlaDecodeParams& p, const MlaSeqInfo& s, int row_st
   for (int k = 0; k < PER_THREAD * 4; ++k) {
     const int idx = threadIdx.x + (k / 4) * NUM_THREADS;
     const int n = idx / ROW_CHUNKS, c = idx % ROW_CHUNKS;
-    u32* word = reinterpret_cast<u32*>(sm.q + QSmemOffset(n, c * 8 + 2 * (k % 4)));
+    u32* word = reinterpret_cast<u32*>(sm.q + MlaWgmmaQOffset(KV_FORMAT, N, n, c * 8 + 2 * (k % 4)));
     const u32 w = *word;
     *word = PackF16x2(Bf16ToFloat(w & 0xffffu) * up, Bf16ToFloat(w >> 16) * up);
   }
@@ -282,7 +251,9 @@ MLA_INLINE void CopyKvTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0
   constexpr int PER_TOKEN = (CHUNKS + LANES - 1) / LANES;
   const u8* kv = static_cast<const u8*>(p.kv);
   const int tok0 = threadIdx.x / LANES, first = threadIdx.x % LANES;
-  const int swizzled = (first ^ SwzKey(tok0)) * 16;  // chunk first + 8i -> (first ^ key) + 8i
+  // MlaWgmmaChunkSlot: chunk first + 8i -> (first ^ key) + 8i (the key only
+  // touches the low 3 bits), for the swizzled chunks.
+  const int swizzled = (first ^ SwzKey(tok0)) * 16;
   u8* dst0 = sm.raw + (buf * TILE + tok0) * RAW_STRIDE;
 #pragma unroll
   for (int pass = 0; pass < TILE / TOKENS_PER_PASS; ++pass) {
@@ -324,14 +295,12 @@ struct KAddr {
   int last;       // fp8: the unswizzled last k-block
 };
 MLA_INLINE KAddr MakeKAddr(const u8* raw, int warp, int r, int quad) {
-  const int t = warp * 16 + r;
-  const int x = quad ^ SwzKey(t);
-  return {raw + t * RAW_STRIDE, x * 16, (x ^ 4) * 16, (SWZ_CHUNKS + quad) * 16};
+  const int t = warp * 16 + r;  // MlaWgmmaKToken
+  const MlaWgmmaKOffsets o = MlaWgmmaKOffsetsOf(KV_FORMAT, t, quad);
+  return {raw + t * RAW_STRIDE, o.even, o.odd, o.last};
 }
 MLA_INLINE KRaw LoadK(const KAddr& k, int tile_off, int kb) {
-  // chunk 4kb + quad = 8 (kb / 2) + (4 (kb % 2) + quad): the group, then the
-  // chunk within it, whose low 3 bits take the key.
-  const int off = 4 * kb >= SWZ_CHUNKS ? k.last : (kb / 2) * 128 + (kb % 2 ? k.odd : k.even);
+  const int off = MlaWgmmaKChunkOffset(KV_FORMAT, k.even, k.odd, k.last, kb);
   const u8* p = k.row + tile_off + off;
   return {*reinterpret_cast<const uint4*>(p), *reinterpret_cast<const uint4*>(p + 8 * RAW_STRIDE)};
 }
@@ -361,7 +330,7 @@ struct VRaw {
   uint4 t[4][ESIZE];
 };
 struct VAddr {
-  const u8* quad_row;     // token 2q of stage 0
+  const u8* quad_row;     // token 2q of stage 0; LoadV adds the rest of MlaWgmmaVToken
   int off[2][ESIZE];      // [token & 1][chunk]: byte offset within the token
 };
 MLA_INLINE VAddr MakeVAddr(const u8* raw, int warp, int r, int quad) {
@@ -369,12 +338,8 @@ MLA_INLINE VAddr MakeVAddr(const u8* raw, int warp, int r, int quad) {
   v.quad_row = raw + 2 * quad * RAW_STRIDE;
 #pragma unroll
   for (int odd = 0; odd < 2; ++odd) {
-    const int key = SwzKey(2 * quad + odd);
 #pragma unroll
-    for (int h = 0; h < ESIZE; ++h) {
-      const int c = FP8 ? 8 * warp + r : 16 * warp + 2 * r + h;
-      v.off[odd][h] = (c ^ key) * 16;
-    }
+    for (int h = 0; h < ESIZE; ++h) v.off[odd][h] = MlaWgmmaVChunkOffset(KV_FORMAT, warp, r, quad, odd, h);
   }
   return v;
 }
@@ -632,7 +597,7 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
   }
   __syncthreads();
   const float v_scale = FP8 ? p.kv_scale : 1.0f;
-  const int dim0 = OutDimBase(warp, lane);
+  const int dim0 = MlaWgmmaOutDimBase(warp, lane);
 #pragma unroll
   for (int c = 0; c < ROWS_PER_THREAD; ++c) {
     const int j = c / 2, e = c % 2;
