@@ -1,0 +1,152 @@
+// Shared pieces of the sm_90a warpgroup-MMA decode path (mla_decode_wgmma.cuh):
+// its constants and shared-memory carve-up, and the wgmma primitives (matrix
+// descriptors, fences, the MMA itself) as inline PTX.
+#ifndef MLAJIT_KERNEL_TEMPLATES_MLA_WGMMA_COMMON_CUH_
+#define MLAJIT_KERNEL_TEMPLATES_MLA_WGMMA_COMMON_CUH_
+
+#include "mla_common.cuh"
+#include "mla_decode_mma.cuh"  // cp.async, f16 packing and fp8 conversion helpers
+#include "mla_wgmma_layout.h"
+
+namespace mla_wgmma {
+
+using mla_mma::CpAsync16;
+using mla_mma::CpAsyncCommit;
+using mla_mma::CpAsyncWait;
+using mla_mma::Fp8x4ToF16x4;
+using mla_mma::PackF16x2;
+using mla_mma::SmemAddr;
+
+constexpr int NUM_THREADS = 128;
+constexpr int N = BLOCK_M;   // query rows per tile: the wgmma N
+constexpr int TILE = 64;     // KV tokens per tile: the wgmma M
+constexpr bool FP8 = KV_FORMAT == KV_FORMAT_FP8;
+constexpr int ESIZE = FP8 ? 1 : 2;            // bytes per KV element
+constexpr int ELEMS = 16 / ESIZE;             // KV elements per 16-byte load
+constexpr int STEPS_PER_LOAD = ELEMS / 4;     // k16 steps one 16-byte load feeds
+constexpr int K_STEPS = HEAD_DIM_QK / 16;     // 36
+constexpr int K_BLOCKS = K_STEPS / STEPS_PER_LOAD;
+constexpr int RAW_STRIDE = MlaWgmmaTokenStride(KV_FORMAT);
+constexpr int STAGES = NUM_STAGES;
+constexpr int ROWS_PER_THREAD = N / 4;        // accumulator columns a thread holds
+constexpr int CORE_BYTES = 128;               // one 8 x 16-byte core matrix
+constexpr int STEP_BYTES = N * 32;            // one k16 step of Q^T or P^T
+// Independent accumulator sets of QK^T (registers allowing).
+constexpr int S_SETS = N == 16 ? 4 : 2;
+
+// The kernel runs this path only for shapes MlaWgmmaEligible accepts (one
+// warpgroup, 64-token tiles, 16 or 32 rows, fp8 or bf16 KV); the file is
+// compiled for every sm_90a shape, so nothing here may assert more.
+constexpr bool ELIGIBLE = MlaWgmmaEligible(KV_FORMAT, BLOCK_M, BLOCK_N, NUM_WARPS);
+
+struct Smem {
+  u8* q;       // [K_STEPS][N/8][2][8][8] f16/bf16: Q^T in core matrices
+  u8* raw;     // [STAGES][TILE][RAW_STRIDE] KV tiles as stored
+  u8* p;       // [TILE/16][N/8][2][8][8] f16/bf16: P^T in core matrices
+  float* red;  // [4][N] per-warp row maxima / sums
+};
+
+MLA_INLINE Smem CarveSmem(u8* base) {
+  Smem m;
+  m.q = base;
+  m.raw = m.q + K_STEPS * STEP_BYTES;
+  m.p = m.raw + STAGES * TILE * RAW_STRIDE;
+  m.red = reinterpret_cast<float*>(m.p + (TILE / 16) * STEP_BYTES);
+  return m;
+}
+
+// ---- warpgroup MMA primitives -------------------------------------------
+
+// Shared-memory matrix descriptor, no swizzle, as two 32-bit words: `lbo`
+// bytes between core matrices along K, `sbo` bytes between core matrices
+// along N. Shared addresses stay below 2^18, so advancing the start address
+// is an add to the low word (Desc::At) with no carry into the offset fields.
+struct Desc {
+  u32 lo, hi;
+  MLA_INLINE Desc(const void* p, u32 lbo, u32 sbo)
+      : lo((SmemAddr(p) >> 4) | ((lbo >> 4) << 16)), hi(sbo >> 4) {}
+  MLA_INLINE Desc At(int byte_offset) const {
+    Desc d = *this;
+    d.lo += static_cast<u32>(byte_offset) >> 4;
+    return d;
+  }
+};
+// B operand base in the core-matrix layout of Smem::q / Smem::p; k-step s
+// is .At(s * STEP_BYTES).
+MLA_INLINE Desc StepDesc(const u8* base) { return Desc(base, CORE_BYTES, 2 * CORE_BYTES); }
+
+MLA_INLINE void Fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+MLA_INLINE void Commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int G>
+MLA_INLINE void Wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(G) : "memory");
+}
+// Generic-proxy shared stores (Q^T, P^T) become visible to wgmma's reads.
+MLA_INLINE void FenceProxyAsync() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+// d (+)= A . B for one m64 x N x k16 step; A from registers, B by descriptor;
+// accumulate == 0 overwrites d. TYPE: the operand type, f16 or bf16.
+#define MLA_WGMMA_M64N16K16(TYPE)                                                              \
+  asm volatile(                                                                                \
+      "{\n.reg .pred p;\n.reg .b64 desc;\nsetp.ne.b32 p, %14, 0;\nmov.b64 desc, {%12, %13};\n" \
+      "wgmma.mma_async.sync.aligned.m64n16k16.f32." TYPE "." TYPE " "                          \
+      "{%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, desc, p, 1, 1, 0;\n}\n"                     \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),   \
+        "+f"(d[7])                                                                             \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b.lo), "r"(b.hi), "r"(accumulate))
+#define MLA_WGMMA_M64N32K16(TYPE)                                                              \
+  asm volatile(                                                                                \
+      "{\n.reg .pred p;\n.reg .b64 desc;\nsetp.ne.b32 p, %22, 0;\nmov.b64 desc, {%20, %21};\n" \
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32." TYPE "." TYPE " "                          \
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, desc, p, "  \
+      "1, 1, 0;\n}\n"                                                                          \
+      : "+f"(x[0]), "+f"(x[1]), "+f"(x[2]), "+f"(x[3]), "+f"(x[4]), "+f"(x[5]), "+f"(x[6]),   \
+        "+f"(x[7]), "+f"(x[8]), "+f"(x[9]), "+f"(x[10]), "+f"(x[11]), "+f"(x[12]),            \
+        "+f"(x[13]), "+f"(x[14]), "+f"(x[15])                                                  \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b.lo), "r"(b.hi), "r"(accumulate))
+MLA_INLINE void Mma(float (&d)[N / 2], const u32 (&a)[4], Desc b, int accumulate) {
+  if (N == 16) {
+    if (FP8) {
+      MLA_WGMMA_M64N16K16("f16");
+    } else {
+      MLA_WGMMA_M64N16K16("bf16");
+    }
+  } else {
+    float* x = d;  // N == 32: 16 accumulators
+    if (FP8) {
+      MLA_WGMMA_M64N32K16("f16");
+    } else {
+      MLA_WGMMA_M64N32K16("bf16");
+    }
+  }
+}
+#undef MLA_WGMMA_M64N16K16
+#undef MLA_WGMMA_M64N32K16
+
+MLA_INLINE u32 Prmt(u32 a, u32 b, u32 sel) {
+  u32 r;
+  asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
+  return r;
+}
+
+// Ties accumulator registers to the preceding wgmma.wait_group, so that no
+// read of them is scheduled before the wait.
+template <int K>
+MLA_INLINE void PinAccumulators(float (&d)[K]) {
+#pragma unroll
+  for (int i = 0; i < K; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+MLA_INLINE u32 PackOperand(float lo, float hi) { return FP8 ? PackF16x2(lo, hi) : PackBf16x2(lo, hi); }
+
+// P^T entries of this thread: k-step `warp`, k = r (low half) and r + 8 (high
+// half), column n of n8 block j.
+MLA_INLINE void WriteP(const Smem& sm, int warp, int j, int n, int r, u32 packed) {
+  u8* pc = sm.p + warp * STEP_BYTES + (j * 2) * CORE_BYTES + n * 16 + r * 2;
+  *reinterpret_cast<u16*>(pc) = static_cast<u16>(packed & 0xffffu);
+  *reinterpret_cast<u16*>(pc + CORE_BYTES) = static_cast<u16>(packed >> 16);
+}
+
+}  // namespace mla_wgmma
+
+#endif  // MLAJIT_KERNEL_TEMPLATES_MLA_WGMMA_COMMON_CUH_
