@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "mlajit/mlajit.h"
 #include "src/base/mla_types.h"
+#include "tests/gpu/harness_suite.h"
 #include "tools/harness/decode_harness.h"
 
 namespace mlajit {
@@ -19,52 +20,24 @@ namespace {
 
 using harness::CaseOptions;
 using harness::CaseResult;
-using harness::DecodeHarness;
 using harness::FreshSeed;
+using harness::OutputTolerance;
 using reference::BatchConfig;
 using reference::LengthDistribution;
 
-// DESIGN.md accuracy bar: 1e-2 for fp8 / MXFP4 paths, 5e-3 for bf16 KV with bf16 Q.
-double Tolerance(const BatchConfig& c) {
-  return (c.kv_format == KvFormat::kBf16 && c.q_mode == QMode::kBf16) ? 5e-3 : 1e-2;
-}
-
-class GpuDecodeTest : public ::testing::Test {
+class GpuDecodeTest : public HarnessSuite {
  protected:
-  static void SetUpTestSuite() {
-    auto h = DecodeHarness::Create(0);
-    if (!h.ok()) {
-      skip_reason_ = new std::string(std::string(h.status().message()));
-      return;
-    }
-    harness_ = h->release();
-  }
-  static void TearDownTestSuite() {
-    delete harness_;
-    harness_ = nullptr;
-  }
-  void SetUp() override {
-    if (harness_ == nullptr) {
-      GTEST_SKIP() << "no GPU: " << (skip_reason_ ? *skip_reason_ : "unknown");
-    }
-  }
-
   void ExpectMatches(BatchConfig c, CaseOptions o = {}) {
     c.seed = FreshSeed();
     auto r = harness_->RunCase(c, o);
     ASSERT_TRUE(r.ok()) << r.status();
-    const double tol = Tolerance(c);
+    const double tol = OutputTolerance(c);
     EXPECT_TRUE(r->out.Passes(tol)) << r->spec << "\n  out: " << r->out.ToString();
     if (o.write_lse) {
       EXPECT_TRUE(r->lse.Passes(1e-3)) << r->spec << "\n  lse: " << r->lse.ToString();
     }
   }
-
-  static DecodeHarness* harness_;
-  static std::string* skip_reason_;
 };
-DecodeHarness* GpuDecodeTest::harness_ = nullptr;
-std::string* GpuDecodeTest::skip_reason_ = nullptr;
 
 BatchConfig Base() {
   BatchConfig c;
@@ -176,7 +149,8 @@ TEST_F(GpuDecodeTest, RepeatedCallsWithOnePlan) {
     o.calls = 3;
     auto r = harness_->Check(**db, o);
     ASSERT_TRUE(r.ok()) << r.status();
-    EXPECT_TRUE(r->out.Passes(Tolerance(c))) << "round " << round << ": " << r->out.ToString();
+    EXPECT_TRUE(r->out.Passes(OutputTolerance(c)))
+        << "round " << round << ": " << r->out.ToString();
   }
 }
 
@@ -210,7 +184,7 @@ TEST_F(GpuDecodeTest, FourThreadsDecodeConcurrently) {
       auto r = harness_->RunCase(c, o);
       if (!r.ok()) {
         failures[t] = std::string(r.status().message());
-      } else if (!r->out.Passes(Tolerance(c))) {
+      } else if (!r->out.Passes(OutputTolerance(c))) {
         failures[t] = r->spec + ": " + r->out.ToString();
       }
       (void)harness_->backend()->DestroyStream(harness_->device(), *stream);
@@ -231,7 +205,7 @@ TEST_F(GpuDecodeTest, TenThousandCallsStayCorrect) {
   }
   auto r = harness_->Check(**db, {});
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_TRUE(r->out.Passes(Tolerance(c))) << r->out.ToString();
+  EXPECT_TRUE(r->out.Passes(OutputTolerance(c))) << r->out.ToString();
 }
 
 TEST_F(GpuDecodeTest, BadArgumentsAreRejectedBeforeLaunch) {

@@ -16,22 +16,19 @@
 #include "mlajit/mlajit.h"
 #include "src/base/mla_types.h"
 #include "src/reference/mla_reference.h"
+#include "tests/gpu/harness_suite.h"
 #include "tools/harness/decode_harness.h"
 
 namespace mlajit {
 namespace {
 
-using harness::DecodeHarness;
 using harness::FreshSeed;
+using harness::OutputTolerance;
 using harness::DeviceBuffer;
 using harness::FromC;
 using reference::Batch;
 using reference::BatchConfig;
 using reference::LengthDistribution;
-
-double Tolerance(const BatchConfig& c) {
-  return (c.kv_format == KvFormat::kBf16 && c.q_mode == QMode::kBf16) ? 5e-3 : 1e-2;
-}
 
 // Device buffers sized for the largest batch a config can generate, refilled
 // for every step: what an engine's captured graph reads.
@@ -139,22 +136,11 @@ std::vector<int32_t> PadSomeSlots(Batch* reference_batch, uint64_t seed) {
   return ids;
 }
 
-class DevicePlanTest : public ::testing::Test {
+class DevicePlanTest : public HarnessSuite {
  protected:
-  static void SetUpTestSuite() {
-    auto h = DecodeHarness::Create(0);
-    if (!h.ok()) {
-      skip_reason_ = new std::string(std::string(h.status().message()));
-      return;
-    }
-    harness_ = h->release();
-  }
-  static void TearDownTestSuite() {
-    delete harness_;
-    harness_ = nullptr;
-  }
   void SetUp() override {
-    if (harness_ == nullptr) GTEST_SKIP() << "no GPU: " << (skip_reason_ ? *skip_reason_ : "");
+    HarnessSuite::SetUp();
+    if (IsSkipped()) return;
     backend_ = harness_->backend();
     device_ = harness_->device();
     auto st = backend_->CreateStream(device_);
@@ -173,18 +159,14 @@ class DevicePlanTest : public ::testing::Test {
                                            absl::MakeSpan(ref_lse)).ok());
     auto out = reference::CompareBf16(absl::MakeSpan(got.out).subspan(0, rows * kHeadDimV), ref_out);
     auto lse = reference::CompareF32(absl::MakeSpan(got.lse).subspan(0, rows), ref_lse);
-    EXPECT_TRUE(out.Passes(Tolerance(b.config))) << what << "\n  out: " << out.ToString();
+    EXPECT_TRUE(out.Passes(OutputTolerance(b.config))) << what << "\n  out: " << out.ToString();
     EXPECT_TRUE(lse.Passes(1e-3)) << what << "\n  lse: " << lse.ToString();
   }
 
-  static DecodeHarness* harness_;
-  static std::string* skip_reason_;
   gpu::Backend* backend_ = nullptr;
   int device_ = 0;
   gpu::StreamHandle stream_ = nullptr;
 };
-DecodeHarness* DevicePlanTest::harness_ = nullptr;
-std::string* DevicePlanTest::skip_reason_ = nullptr;
 
 TEST_F(DevicePlanTest, MatchesTheHostPlanBitForBit) {
   std::vector<BatchConfig> configs(4);
@@ -221,7 +203,7 @@ TEST_F(DevicePlanTest, MatchesTheHostPlanBitForBit) {
     o.stream = stream_;
     auto host = harness_->Check(**db, o);
     ASSERT_TRUE(host.ok()) << host.status();
-    EXPECT_TRUE(host->out.Passes(Tolerance(c))) << host->out.ToString();
+    EXPECT_TRUE(host->out.Passes(OutputTolerance(c))) << host->out.ToString();
     const Batch& b = (*db)->batch;
     const int64_t rows = int64_t{b.total_q()} * c.num_heads;
     std::vector<uint16_t> host_out(rows * kHeadDimV);

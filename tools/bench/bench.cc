@@ -203,9 +203,7 @@ absl::StatusOr<Result> RunCase(DecodeHarness& h, const Case& c, int runs, bool c
   if (check) {
     MLAJIT_ASSIGN_OR_RETURN(harness::CaseResult cr, h.Check(*db, {false, 1, nullptr}));
     r.rel_err = cr.out.rel_l2;
-    const double tol =
-        c.config.kv_format == KvFormat::kBf16 && c.config.q_mode == QMode::kBf16 ? 5e-3 : 1e-2;
-    r.passed = cr.out.Passes(tol);
+    r.passed = cr.out.Passes(harness::OutputTolerance(c.config));
   }
   gpu::Backend* b = h.backend();
   const int dev = h.device();

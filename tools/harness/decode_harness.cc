@@ -31,6 +31,10 @@ mlajit_plan_config_t PlanConfigFor(const reference::BatchConfig& config, float s
   return pc;
 }
 
+double OutputTolerance(const reference::BatchConfig& config) {
+  return config.kv_format == KvFormat::kBf16 && config.q_mode == QMode::kBf16 ? 5e-3 : 1e-2;
+}
+
 uint64_t FreshSeed() {
   static std::atomic<uint64_t> counter{0};
   static const uint64_t base = static_cast<uint64_t>(std::random_device{}()) << 20;

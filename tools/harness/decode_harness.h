@@ -102,6 +102,11 @@ absl::Status FromC(mlajit_status_t s);
 mlajit_plan_config_t PlanConfigFor(const reference::BatchConfig& config, float sm_scale,
                                    bool write_lse);
 
+// The accuracy bar of DESIGN.md for a generated batch's output (relative L2
+// error against the reference): 5e-3 with bf16 KV and bf16 Q, else 1e-2 (fp8
+// or MXFP4 KV, or Q quantised to fp8).
+double OutputTolerance(const reference::BatchConfig& config);
+
 // A seed for fresh inputs on every run (distinct per call, random per process),
 // reproducible from the value printed on failure.
 uint64_t FreshSeed();
