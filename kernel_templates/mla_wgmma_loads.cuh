@@ -57,8 +57,7 @@ MLA_INLINE float LoadQ(const MlaDecodeParams& p, const MlaSeqInfo& s, int row_st
         if (RESCALE) {
           amax = fmaxf(amax, fmaxf(fabsf(lo), fabsf(hi)));
         } else if (Q_MODE == Q_MODE_FP8) {
-          lo = QuantiseQ<Q_MODE>(lo, q_scale);
-          hi = QuantiseQ<Q_MODE>(hi, q_scale);
+          QuantiseQPair<Q_MODE>(lo, hi, q_scale);
           out = FP8 ? PackF16x2(lo, hi) : PackBf16x2(lo, hi);
         }
         *reinterpret_cast<u32*>(sm.q + MlaWgmmaQOffset(KV_FORMAT, N, n, c * 8 + 2 * j)) = out;

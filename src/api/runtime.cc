@@ -157,6 +157,7 @@ absl::Status Plan::Prepare(Runtime* runtime, const mlajit_plan_config_t& config,
                                             static_cast<KvFormat>(config.kv_format));
   MLAJIT_RETURN_IF_ERROR(
       plan::ApplyTileOverride(props.arch, static_cast<KvFormat>(config.kv_format), &tiles));
+  MLAJIT_RETURN_IF_ERROR(plan::ApplySplitOverride(&tiles));
   jit::KernelSpec spec;
   spec.num_heads = config.num_heads;
   spec.max_q_len = max_q_len;
@@ -174,6 +175,7 @@ absl::Status Plan::Prepare(Runtime* runtime, const mlajit_plan_config_t& config,
   schedule_config_.num_ctas = props.sm_count * tiles.ctas_per_sm;
   schedule_config_.block_m = tiles.block_m;
   schedule_config_.block_n = tiles.block_n;
+  schedule_config_.min_cost_per_cta = tiles.min_split_cost;
   MLAJIT_ASSIGN_OR_RETURN(device_plan_,
                           plan::DevicePlan::Create(runtime->backend(), runtime->device()));
   return absl::OkStatus();

@@ -137,4 +137,17 @@ absl::Status ApplyTileOverride(const std::string& arch, KvFormat kv_format, Tile
   return absl::OkStatus();
 }
 
+absl::Status ApplySplitOverride(TileShape* t) {
+  const char* env = std::getenv("MLAJIT_SPLIT_MIN_COST");
+  if (env == nullptr || *env == '\0') return absl::OkStatus();
+  int cost = 0;
+  char rest = 0;
+  if (std::sscanf(env, "%d%c", &cost, &rest) != 1 || cost < 64 || cost > 65536) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "MLAJIT_SPLIT_MIN_COST=\"", env, "\": expected a token count in [64, 65536]"));
+  }
+  t->min_split_cost = cost;
+  return absl::OkStatus();
+}
+
 }  // namespace mlajit::plan

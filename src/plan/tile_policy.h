@@ -22,6 +22,9 @@ struct TileShape {
   int num_stages = 2;
   int smem_bytes = 0;    // dynamic shared memory of the decode kernel
   int ctas_per_sm = 1;   // resident CTAs per SM: the persistent grid is sm_count * this
+  // The scheduler's min_cost_per_cta (ScheduleConfig): the least work, in KV
+  // tokens, worth splitting a tile for.
+  int min_split_cost = 256;
   bool tensor_cores = false;
 };
 
@@ -48,6 +51,10 @@ TileShape ChooseTiles(const std::string& arch, int rows_per_sequence, KvFormat k
 // the string is malformed or the shape cannot run (the kernel's static layout
 // rules, shared memory); the unset variable leaves `t` alone.
 absl::Status ApplyTileOverride(const std::string& arch, KvFormat kv_format, TileShape* t);
+
+// Kernel-development knob: MLAJIT_SPLIT_MIN_COST=<tokens> (64..65536) replaces
+// t->min_split_cost. kInvalidArgument when malformed or out of range.
+absl::Status ApplySplitOverride(TileShape* t);
 
 }  // namespace mlajit::plan
 

@@ -1,5 +1,6 @@
 // The tile policy, and the shipped manifests agreeing with it: a warmed cache is
 // only useful if it holds exactly the specs the runtime will ask for.
+#include <cstdlib>
 #include <fstream>
 #include <string>
 
@@ -71,6 +72,58 @@ TEST(TilePolicy, ShippedManifestsMatchThePolicy) {
   if (src == nullptr) GTEST_SKIP() << "MLAJIT_SOURCE_DIR not set (run through ctest)";
   CheckManifest(std::string(src) + "/cache/manifests/deepseek_v3.jsonl");
   CheckManifest(std::string(src) + "/cache/manifests/deepseek_v3_amd.jsonl");
+}
+
+// Sets an environment variable for one scope and restores "unset" after.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
+  ~ScopedEnv() { unsetenv(name_); }
+
+ private:
+  const char* name_;
+};
+
+TEST(TilePolicy, TileOverrideReplacesAShapeThatCanRun) {
+  TileShape t = ChooseTiles("sm_90a", 16, KvFormat::kFp8E4m3);
+  {
+    ScopedEnv env("MLAJIT_TILES", "32,64,4,2,1");
+    ASSERT_TRUE(ApplyTileOverride("sm_90a", KvFormat::kFp8E4m3, &t).ok());
+  }
+  EXPECT_EQ(t.block_m, 32);
+  EXPECT_EQ(t.ctas_per_sm, 1);
+  EXPECT_EQ(t.smem_bytes, DecodeSmemBytes("sm_90a", KvFormat::kFp8E4m3, 32, 64, 4, 2));
+  for (const char* bad : {"32,64,4", "48,64,4,2,1", "32,64,4,2,9", "64,64,8,4,4"}) {
+    ScopedEnv env("MLAJIT_TILES", bad);
+    TileShape u = t;
+    const absl::Status s = ApplyTileOverride("sm_90a", KvFormat::kFp8E4m3, &u);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find(bad), std::string::npos) << s.message();
+    EXPECT_EQ(u.block_m, t.block_m) << bad;  // left alone
+  }
+}
+
+TEST(TilePolicy, SplitOverrideTakesATokenCountInRange) {
+  TileShape t;
+  EXPECT_TRUE(ApplySplitOverride(&t).ok());  // unset: the default stays
+  EXPECT_EQ(t.min_split_cost, 256);
+  {
+    ScopedEnv env("MLAJIT_SPLIT_MIN_COST", "128");
+    ASSERT_TRUE(ApplySplitOverride(&t).ok());
+  }
+  EXPECT_EQ(t.min_split_cost, 128);
+  for (const char* bad : {"0", "63", "65537", "12x", "", "abc"}) {
+    ScopedEnv env("MLAJIT_SPLIT_MIN_COST", bad);
+    TileShape u = t;
+    const absl::Status s = ApplySplitOverride(&u);
+    if (*bad == '\0') {
+      EXPECT_TRUE(s.ok());  // empty means unset
+    } else {
+      EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+      EXPECT_NE(s.message().find("MLAJIT_SPLIT_MIN_COST"), std::string::npos) << s.message();
+    }
+    EXPECT_EQ(u.min_split_cost, 128) << bad;
+  }
 }
 
 }  // namespace

@@ -89,6 +89,10 @@ std::vector<Case> SuiteCases(const std::string& name) {
   };
   if (name == "default" || name == "fp8") add_suite(KvFormat::kFp8E4m3, 0);
   if (name == "bf16") add_suite(KvFormat::kBf16, 0);
+  if (name == "a8") {  // fp8 KV with Q quantised per call to fp8 as well
+    add_suite(KvFormat::kFp8E4m3, 0);
+    for (Case& c : cases) c.config.q_mode = QMode::kFp8;
+  }
   if (name == "mxfp4") add_suite(KvFormat::kMxfp4, 0);
   if (name == "paged64") add_suite(KvFormat::kFp8E4m3, 64);
   if (name == "paged1") add_suite(KvFormat::kFp8E4m3, 1);
@@ -129,8 +133,9 @@ double Median(std::vector<double> v) {
 }
 
 std::string CaseName(const BatchConfig& c) {
-  return absl::StrFormat("(%d,%d,%d,%d) %s%s%s", c.batch_size, c.q_len, c.kv_len, c.num_heads,
+  return absl::StrFormat("(%d,%d,%d,%d) %s%s%s%s", c.batch_size, c.q_len, c.kv_len, c.num_heads,
                          std::string(KvFormatName(c.kv_format)),
+                         c.q_mode == QMode::kFp8 ? " a8" : "",
                          c.page_size ? absl::StrCat(" p", c.page_size) : "",
                          c.lengths == LengthDistribution::kSkewed    ? " skewed"
                          : c.lengths == LengthDistribution::kUniform ? " uniform"
@@ -376,7 +381,7 @@ int Main(int argc, char** argv) {
       step_layers = std::max(0, std::atoi(next().c_str()));
     } else if (a == "--help" || a == "-h") {
       std::printf(
-          "usage: mlajit_bench [--suite default|bf16|mxfp4|paged64|paged1|heads128|skewed|all[,..]]\n"
+          "usage: mlajit_bench [--suite default|bf16|a8|mxfp4|paged64|paged1|heads128|skewed|all[,..]]\n"
           "                    [--runs N] [--json FILE] [--no-check] [--only CASE_SUBSTRING]\n"
           "                    [--step-layers L]   (also: a device-planned step of L decode\n"
           "                                         calls per case, captured in a graph)\n");
@@ -386,7 +391,7 @@ int Main(int argc, char** argv) {
       return 2;
     }
   }
-  if (suites == "all") suites = "default,bf16,mxfp4,paged64,paged1,heads128,skewed";
+  if (suites == "all") suites = "default,bf16,a8,mxfp4,paged64,paged1,heads128,skewed";
   std::vector<Case> cases;
   for (absl::string_view s : absl::StrSplit(suites, ',')) {
     auto more = SuiteCases(std::string(s));
