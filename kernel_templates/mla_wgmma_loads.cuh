@@ -19,75 +19,89 @@ MLA_INLINE int SwzKey(int t) { return MlaWgmmaSwizzleKey(KV_FORMAT, t); }
 // Q rows [row_start, row_start + N) -> Smem::q in the permuted core-matrix
 // layout, as f16 scaled by a power of two (fp8 KV) or as bf16 (bf16 KV).
 // Returns the factor that undoes the scaling in the scores. Block-wide.
-// Coalesced 16-byte global loads, a batch per thread in flight at once (the
-// item's first tile waits on this), stored as 4-byte words.
+// Thread (n0 = tid / 8, c8 = tid % 8) takes rows n0 + 16 h and, of each, the
+// 16-byte chunks c8 + 8 i: eight neighbouring threads read 128 contiguous
+// bytes, every load of the thread is in flight at once, and a store lands at
+// a per-thread base plus a compile-time constant (MlaWgmmaQOffset splits that
+// way; the CPU layout test checks it). The first version computed the full
+// offset per 4-byte word and rescaled in a second pass over shared memory:
+// ncu counted ~5,000 instructions per warp for it, more than two KV tiles.
 MLA_INLINE float LoadQ(const MlaDecodeParams& p, const MlaSeqInfo& s, int row_start,
                        const Smem& sm, float q_scale) {
-  constexpr int ROW_CHUNKS = HEAD_DIM_QK / 8;  // 16-byte chunks of a row
-  constexpr int PER_THREAD = N * ROW_CHUNKS / NUM_THREADS;
-  constexpr int BATCH = PER_THREAD > 9 ? PER_THREAD / 2 : PER_THREAD;
-  static_assert(N * ROW_CHUNKS % NUM_THREADS == 0 && PER_THREAD % BATCH == 0, "whole batches");
+  constexpr int ROW_SETS = N / 16;                    // rows per thread
+  constexpr int CHUNKS = HEAD_DIM_QK / 8 / 8;          // 16-byte chunks per thread and row: 9
+  static_assert(NUM_THREADS == 128 && N % 16 == 0, "8 threads per row, 16 rows per pass");
+  const int n0 = threadIdx.x >> 3, c8 = threadIdx.x & 7;
   const int rows_total = s.q_len * NUM_HEADS;
   const u16* q = static_cast<const u16*>(p.q) +
-                 (static_cast<long long>(s.qo_start) * NUM_HEADS + row_start) * HEAD_DIM_QK;
-  // fp8 KV multiplies in f16: the bf16 Q tile is scaled by 2^e into [2^13, 2^14)
-  // (exact for everything above amax * 2^-27) in a second pass; a8's fp8
-  // values fit f16 as they are.
-  constexpr bool RESCALE = FP8 && Q_MODE == Q_MODE_BF16;
-  float amax = 0.0f;
-#pragma unroll 1
-  for (int b = 0; b < PER_THREAD; b += BATCH) {
-    uint4 v[BATCH];
+                 (static_cast<long long>(s.qo_start) * NUM_HEADS + row_start) * HEAD_DIM_QK + c8 * 8;
+  uint4 v[ROW_SETS][CHUNKS];
 #pragma unroll
-    for (int i = 0; i < BATCH; ++i) {
-      const int idx = threadIdx.x + (b + i) * NUM_THREADS;
-      const int n = idx / ROW_CHUNKS, c = idx % ROW_CHUNKS;
-      v[i] = row_start + n < rows_total ? *reinterpret_cast<const uint4*>(q + n * HEAD_DIM_QK + c * 8)
-                                        : make_uint4(0, 0, 0, 0);
+  for (int h = 0; h < ROW_SETS; ++h) {
+    const int n = n0 + 16 * h;
+    const bool valid = row_start + n < rows_total;
+#pragma unroll
+    for (int i = 0; i < CHUNKS; ++i) {
+      v[h][i] = valid ? *reinterpret_cast<const uint4*>(q + n * HEAD_DIM_QK + i * 64)
+                      : make_uint4(0, 0, 0, 0);
     }
+  }
+  // fp8 KV multiplies in f16: the bf16 Q tile is scaled by 2^e into [2^13, 2^14)
+  // (exact for everything above amax * 2^-27); a8's fp8 values fit f16 as
+  // they are.
+  constexpr bool RESCALE = FP8 && Q_MODE == Q_MODE_BF16;
+  float up = 1.0f, back = 1.0f;
+  if (RESCALE) {
+    u32 m2 = 0;  // bf16x2 running max of |q|; max.bf16x2 drops NaN like fmaxf
 #pragma unroll
-    for (int i = 0; i < BATCH; ++i) {
-      const int idx = threadIdx.x + (b + i) * NUM_THREADS;
-      const int n = idx / ROW_CHUNKS, c = idx % ROW_CHUNKS;
-      const u32 w[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
+    for (int h = 0; h < ROW_SETS; ++h) {
+#pragma unroll
+      for (int i = 0; i < CHUNKS; ++i) {
+        const u32 w[4] = {v[h][i].x, v[h][i].y, v[h][i].z, v[h][i].w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          asm("{\n.reg .b32 a;\nabs.bf16x2 a, %1;\nmax.bf16x2 %0, %0, a;\n}\n"
+              : "+r"(m2)
+              : "r"(w[j]));
+        }
+      }
+    }
+    float amax = fmaxf(Bf16ToFloat(m2 & 0xffffu), Bf16ToFloat(m2 >> 16));
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    if (lane == 0) sm.red[warp] = amax;
+    __syncthreads();  // red is next written after the tile loop's first barrier
+    amax = fmaxf(fmaxf(sm.red[0], sm.red[1]), fmaxf(sm.red[2], sm.red[3]));
+    int e = 0;
+    if (amax > 0.0f) {
+      const int amax_exp = static_cast<int>((__float_as_uint(amax) >> 23) & 0xffu) - 127;
+      e = min(max(13 - amax_exp, -126), 126);
+    }
+    up = __uint_as_float(static_cast<u32>(e + 127) << 23);
+    back = __uint_as_float(static_cast<u32>(127 - e) << 23);
+  }
+#pragma unroll
+  for (int h = 0; h < ROW_SETS; ++h) {
+    u8* base = sm.q + MlaWgmmaQOffset(KV_FORMAT, N, n0 + 16 * h, 8 * c8);
+#pragma unroll
+    for (int i = 0; i < CHUNKS; ++i) {
+      const u32 w[4] = {v[h][i].x, v[h][i].y, v[h][i].z, v[h][i].w};
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         float lo = Bf16ToFloat(w[j] & 0xffffu), hi = Bf16ToFloat(w[j] >> 16);
         u32 out = w[j];
         if (RESCALE) {
-          amax = fmaxf(amax, fmaxf(fabsf(lo), fabsf(hi)));
+          out = PackF16x2(lo * up, hi * up);
         } else if (Q_MODE == Q_MODE_FP8) {
           QuantiseQPair<Q_MODE>(lo, hi, q_scale);
           out = FP8 ? PackF16x2(lo, hi) : PackBf16x2(lo, hi);
         }
-        *reinterpret_cast<u32*>(sm.q + MlaWgmmaQOffset(KV_FORMAT, N, n, c * 8 + 2 * j)) = out;
+        *reinterpret_cast<u32*>(base + MlaWgmmaQOffset(KV_FORMAT, N, 0, 64 * i + 2 * j)) = out;
       }
     }
   }
-  if (!RESCALE) return 1.0f;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-  if (lane == 0) sm.red[warp] = amax;
-  __syncthreads();
-  amax = fmaxf(fmaxf(sm.red[0], sm.red[1]), fmaxf(sm.red[2], sm.red[3]));
-  int e = 0;
-  if (amax > 0.0f) {
-    const int amax_exp = static_cast<int>((__float_as_uint(amax) >> 23) & 0xffu) - 127;
-    e = min(max(13 - amax_exp, -126), 126);
-  }
-  const float up = __uint_as_float(static_cast<u32>(e + 127) << 23);
-  // Each thread rewrites the words it stored.
-#pragma unroll 4
-  for (int k = 0; k < PER_THREAD * 4; ++k) {
-    const int idx = threadIdx.x + (k / 4) * NUM_THREADS;
-    const int n = idx / ROW_CHUNKS, c = idx % ROW_CHUNKS;
-    u32* word = reinterpret_cast<u32*>(sm.q + MlaWgmmaQOffset(KV_FORMAT, N, n, c * 8 + 2 * (k % 4)));
-    const u32 w = *word;
-    *word = PackF16x2(Bf16ToFloat(w & 0xffffu) * up, Bf16ToFloat(w >> 16) * up);
-  }
-  __syncthreads();  // red is reused by the tile loop
-  return __uint_as_float(static_cast<u32>(127 - e) << 23);
+  return back;
 }
 
 // Starts copying KV positions [j0, j0 + TILE) below kv_hi into stage `buf`;

@@ -147,6 +147,28 @@ TEST(WgmmaLayout, QOffsetIsTheInverseOfTheQkPermutation) {
   }
 }
 
+// LoadQ stores chunk c8 + 8 i of row n at a per-thread base plus a constant:
+// Offset(n, 8 c8 + 64 i + 2 j) = Offset(n, 8 c8) + Offset(0, 64 i + 2 j).
+TEST(WgmmaLayout, QOffsetSplitsIntoThreadBaseAndConstant) {
+  for (int kv : kFormats) {
+    for (int rows : {16, 32}) {
+      for (int n = 0; n < rows; ++n) {
+        for (int c8 = 0; c8 < 8; ++c8) {
+          for (int i = 0; i < 576 / 64; ++i) {
+            for (int j = 0; j < 4; ++j) {
+              ASSERT_EQ(MlaWgmmaQOffset(kv, rows, n, 8 * c8 + 64 * i + 2 * j),
+                        MlaWgmmaQOffset(kv, rows, n, 8 * c8) +
+                            MlaWgmmaQOffset(kv, rows, 0, 64 * i + 2 * j))
+                  << "kv " << kv << " rows " << rows << " n " << n << " c8 " << c8 << " i " << i
+                  << " j " << j;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(WgmmaLayout, OutputDimsAreAPermutationWithConsecutiveDimsPerThread) {
   std::set<int> dims;
   for (int b = 0; b < 8; ++b) {
