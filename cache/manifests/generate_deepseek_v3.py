@@ -32,11 +32,13 @@ def smem_bytes(kv, m, n, stages):  # MlaMmaSmemBytes in kernel_templates/mla_par
 
 
 def tiles(arch, rows, kv):
-    """(block_m, block_n, num_warps, num_stages) as ChooseTiles picks them."""
+    """[(block_m, block_n, num_warps, num_stages)]: every shape ChooseTiles may
+    pick for this row count (the wgmma path takes 16-row tiles for small
+    batches of more rows too)."""
     if not (arch.startswith("sm_") and int(arch[3:].rstrip("a")) >= 80):
-        return 16, 16, 8, 2
+        return [(16, 16, 8, 2)]
     if arch == "sm_90a" and kv != "mxfp4":  # the warpgroup-MMA path
-        return (16 if rows <= 16 else 32), 64, 4, 2
+        return [(16, 64, 4, 2)] if rows <= 16 else [(32, 64, 4, 2), (16, 64, 4, 2)]
     sm = int(arch[3:].rstrip("a"))
     limit = 166912 if sm in (80, 87) else 232448 if sm >= 90 else 101376
     cands = ([(16, 64, 8), (16, 32, 4)] if rows <= 16 else
@@ -48,7 +50,7 @@ def tiles(arch, rows, kv):
     stages = 4
     while stages > 2 and smem_bytes(kv, m, n, stages) > limit:
         stages -= 1
-    return m, n, warps, stages
+    return [(m, n, warps, stages)]
 
 
 def write(path, arch, title):
@@ -61,14 +63,15 @@ def write(path, arch, title):
     for heads in HEADS:
         for q in Q_LENS:
             for kv, q_modes in KV:
-                m, n, warps, stages = tiles(arch, heads * q, kv)
-                for q_mode in q_modes:
-                    for page in PAGES:
-                        spec = dict(template_name="mla_decode", num_heads=heads, max_q_len=q,
-                                    kv_format=kv, q_mode=q_mode, page_size=page, causal=True,
-                                    write_lse=False, block_m=m, block_n=n, num_warps=warps,
-                                    num_stages=stages, arch=arch)
-                        lines.append(json.dumps({k: spec[k] for k in FIELDS}, separators=(",", ":")))
+                for m, n, warps, stages in tiles(arch, heads * q, kv):
+                    for q_mode in q_modes:
+                        for page in PAGES:
+                            spec = dict(template_name="mla_decode", num_heads=heads, max_q_len=q,
+                                        kv_format=kv, q_mode=q_mode, page_size=page, causal=True,
+                                        write_lse=False, block_m=m, block_n=n, num_warps=warps,
+                                        num_stages=stages, arch=arch)
+                            lines.append(json.dumps({k: spec[k] for k in FIELDS},
+                                                    separators=(",", ":")))
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
     return len(lines) - 4

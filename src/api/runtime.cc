@@ -149,12 +149,12 @@ absl::StatusOr<std::shared_ptr<const plan::Schedule>> Runtime::GetSchedule(
 }
 
 absl::Status Plan::Prepare(Runtime* runtime, const mlajit_plan_config_t& config,
-                          int max_q_len) {
+                          int max_q_len, const plan::BatchWork* work) {
   runtime_ = runtime;
   config_ = config;
   const gpu::DeviceProperties& props = runtime->properties();
   plan::TileShape tiles = plan::ChooseTiles(props.arch, max_q_len * config.num_heads,
-                                            static_cast<KvFormat>(config.kv_format));
+                                            static_cast<KvFormat>(config.kv_format), work);
   MLAJIT_RETURN_IF_ERROR(
       plan::ApplyTileOverride(props.arch, static_cast<KvFormat>(config.kv_format), &tiles));
   MLAJIT_RETURN_IF_ERROR(plan::ApplySplitOverride(&tiles));
@@ -201,7 +201,10 @@ absl::StatusOr<std::unique_ptr<Plan>> Plan::Create(Runtime* runtime,
   int max_q_len = 1;
   for (int b = 0; b < batch_size; ++b) max_q_len = std::max(max_q_len, qo_indptr[b + 1] - qo_indptr[b]);
   std::unique_ptr<Plan> p(new Plan());
-  MLAJIT_RETURN_IF_ERROR(p->Prepare(runtime, *config, max_q_len));
+  plan::BatchWork work;
+  work.wide_units = plan::WorkUnits(layout, 32, 64);
+  work.sm_count = runtime->properties().sm_count;
+  MLAJIT_RETURN_IF_ERROR(p->Prepare(runtime, *config, max_q_len, &work));
   MLAJIT_ASSIGN_OR_RETURN(p->schedule_, runtime->GetSchedule(layout, p->schedule_config_));
   MLAJIT_RETURN_IF_ERROR(p->device_plan_->Upload(*p->schedule_, p->schedule_config_.block_m));
   p->kv_extent_ = kv_indptr[batch_size];
@@ -215,7 +218,7 @@ absl::StatusOr<std::unique_ptr<Plan>> Plan::CreateDevicePlanned(
   MLAJIT_RETURN_IF_ERROR(ValidatePlanLimits(limits));
   std::unique_ptr<Plan> p(new Plan());
   p->limits_ = *limits;
-  MLAJIT_RETURN_IF_ERROR(p->Prepare(runtime, *config, limits->max_q_len));
+  MLAJIT_RETURN_IF_ERROR(p->Prepare(runtime, *config, limits->max_q_len, nullptr));
   MlaScheduleShape shape{};
   shape.num_heads = config->num_heads;
   shape.block_m = p->schedule_config_.block_m;

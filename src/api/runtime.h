@@ -119,7 +119,9 @@ class Plan {
  private:
   Plan() = default;
   // Kernel spec, loaded kernel and schedule config for rows of up to max_q_len.
-  absl::Status Prepare(Runtime* runtime, const mlajit_plan_config_t& config, int max_q_len);
+  // work: the batch's size when the plan is built for one batch, else null.
+  absl::Status Prepare(Runtime* runtime, const mlajit_plan_config_t& config, int max_q_len,
+                       const plan::BatchWork* work);
 
   Runtime* runtime_ = nullptr;
   mlajit_plan_config_t config_{};

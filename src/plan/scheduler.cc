@@ -34,6 +34,16 @@ int SeqKvLen(const LayoutView& l, size_t b) {
 
 }  // namespace
 
+int64_t WorkUnits(const LayoutView& l, int block_m, int block_n) {
+  int64_t units = 0;
+  for (size_t b = 0; b + 1 < l.qo_indptr.size(); ++b) {
+    const int64_t rows = int64_t{l.qo_indptr[b + 1] - l.qo_indptr[b]} * l.num_heads;
+    const int64_t kv = SeqKvLen(l, b);
+    units += (rows + block_m - 1) / block_m * ((kv + block_n - 1) / block_n);
+  }
+  return units;
+}
+
 MlaScheduleShape ToShape(const LayoutView& l, const ScheduleConfig& config) {
   MlaScheduleShape shape;
   shape.num_heads = l.num_heads;

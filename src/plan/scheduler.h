@@ -43,6 +43,11 @@ struct LayoutView {
 // kInvalidArgument naming the argument, index, value and the expectation.
 absl::Status ValidateLayout(const LayoutView& layout);
 
+// The batch's work in tiles of block_m query rows x block_n KV tokens (every
+// KV token counted, causal or not): a size estimate for the tile policy.
+// `layout` must be valid.
+int64_t WorkUnits(const LayoutView& layout, int block_m, int block_n);
+
 struct ScheduleConfig {
   int num_ctas = 132;
   int block_m = 64;

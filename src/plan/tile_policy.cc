@@ -53,7 +53,8 @@ int DecodeSmemBytes(const std::string& arch, KvFormat kv_format, int block_m, in
   return MlaMmaSmemBytes(f, block_m, block_n, stages);
 }
 
-TileShape ChooseTiles(const std::string& arch, int rows_per_sequence, KvFormat kv_format) {
+TileShape ChooseTiles(const std::string& arch, int rows_per_sequence, KvFormat kv_format,
+                      const BatchWork* work) {
   TileShape t;
   if (!HasTensorCorePath(arch)) {
     t.block_m = 16;
@@ -66,12 +67,19 @@ TileShape ChooseTiles(const std::string& arch, int rows_per_sequence, KvFormat k
     // Warpgroup MMA with the KV tile as M (mla_decode_wgmma.cuh): one 4-warp
     // CTA per tile of 16 or 32 query rows; sequences with more rows take
     // several row tiles. Two stages: fp8 then fits two CTAs per SM.
-    t.block_m = rows_per_sequence <= 16 ? 16 : 32;
-    t.block_n = 64;
-    t.num_warps = 4;
-    t.num_stages = 2;
-    t.smem_bytes = MlaWgmmaSmemBytes(static_cast<int>(kv_format), t.block_m, t.num_stages);
-    t.ctas_per_sm = CtasPerSm(arch, t);
+    auto shape = [&](int block_m) {
+      t.block_m = block_m;
+      t.block_n = 64;
+      t.num_warps = 4;
+      t.num_stages = 2;
+      t.smem_bytes = MlaWgmmaSmemBytes(static_cast<int>(kv_format), t.block_m, t.num_stages);
+      t.ctas_per_sm = CtasPerSm(arch, t);
+    };
+    shape(rows_per_sequence <= 16 ? 16 : 32);
+    if (t.block_m == 32 && work != nullptr &&
+        work->wide_units < int64_t{3} * work->sm_count * t.ctas_per_sm) {
+      shape(16);  // a small batch: more CTAs beat more rows per KV byte
+    }
     return t;
   }
   // Candidates (block_m, block_n, warps), best first. Warps split a tile's rows

@@ -7,6 +7,7 @@
 #ifndef MLAJIT_SRC_PLAN_TILE_POLICY_H_
 #define MLAJIT_SRC_PLAN_TILE_POLICY_H_
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
@@ -43,8 +44,25 @@ bool RunsWgmmaPath(const std::string& arch, KvFormat kv_format, int block_m, int
 int DecodeSmemBytes(const std::string& arch, KvFormat kv_format, int block_m, int block_n,
                     int num_warps, int stages);
 
-// rows_per_sequence: the largest q_len * num_heads of the batch.
-TileShape ChooseTiles(const std::string& arch, int rows_per_sequence, KvFormat kv_format);
+// What a plan built from a known batch tells the policy about its size.
+struct BatchWork {
+  // Work in units of 32 query rows x 64 KV tokens, summed over the sequences
+  // (WorkUnits(layout, 32, 64) in scheduler.h).
+  int64_t wide_units = 0;
+  int sm_count = 0;
+};
+
+// rows_per_sequence: the largest q_len * num_heads of the batch. `work` (null
+// for plans sized by limits rather than one batch) lets the sm_90a wgmma path
+// trade its 32-row tiles, which do more per KV byte, for 16-row tiles, which
+// give twice the CTAs something to do, when the batch is too small to keep
+// the GPU busy otherwise: below 3 wide units per resident CTA. Measured on
+// the H200 (fp8 KV, tools/bench/RESULTS.md v9j): 16-row tiles took
+// (4,1,1024,32) from 19.7 to 15.7 us and (32,1,1024,32) from 31.4 to 28.3 us
+// (0.2 and 1.9 units per CTA); they tied at 3.9 ((32,4,1024,16)) and lost
+// at 7.8 ((4,4,8192,32): 51.9 -> 56.2 us).
+TileShape ChooseTiles(const std::string& arch, int rows_per_sequence, KvFormat kv_format,
+                      const BatchWork* work = nullptr);
 
 // Kernel-development knob: MLAJIT_TILES="block_m,block_n,warps,stages,ctas_per_sm"
 // replaces the policy's choice (tensor-core targets only). kInvalidArgument when

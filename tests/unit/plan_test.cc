@@ -119,6 +119,21 @@ TEST(Scheduler, UniformBatchSplitsToFillTheGrid) {
   EXPECT_EQ(s->combine.size(), 4u);
 }
 
+TEST(Scheduler, WorkUnitsCountRowTilesTimesTokenTiles) {
+  // 16 rows x 100 tokens: 1 x 2 tiles; 64 rows x 64 tokens: 2 x 1; empty: 0.
+  Layout l = MakeLayout({1, 4, 2}, {100, 64, 0}, 16);
+  EXPECT_EQ(WorkUnits(l.view(), 32, 64), 4);
+  EXPECT_EQ(WorkUnits(l.view(), 16, 64), 2 + 4);
+  // Paged: lengths from kv_lens, not from whole pages.
+  LayoutView v = l.view();
+  v.page_size = 64;
+  const std::vector<int32_t> pages = {0, 2, 3, 3}, lens = {65, 64, 0};
+  v.kv_indptr = pages;
+  v.kv_lens = lens;
+  ASSERT_TRUE(ValidateLayout(v).ok()) << ValidateLayout(v);
+  EXPECT_EQ(WorkUnits(v, 32, 64), 4);
+}
+
 TEST(Scheduler, ShortSequencesAreNotSplit) {
   Layout l = MakeLayout(std::vector<int>(128, 1), std::vector<int>(128, 1024), 16);
   ScheduleConfig cfg{132, 16, 64, 256};

@@ -2,7 +2,9 @@
 // only useful if it holds exactly the specs the runtime will ask for.
 #include <cstdlib>
 #include <fstream>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "kernel_templates/mla_params.h"
@@ -48,23 +50,68 @@ TEST(TilePolicy, FitsSharedMemoryOfEachArchitecture) {
   EXPECT_FALSE(ChooseTiles("sm_75", 16, KvFormat::kFp8E4m3).tensor_cores);
 }
 
+bool SameTiles(const jit::KernelSpec& spec, const TileShape& t) {
+  return spec.block_m == t.block_m && spec.block_n == t.block_n &&
+         spec.num_warps == t.num_warps && spec.num_stages == t.num_stages;
+}
+
+// Every spec is a shape the policy picks, for a large batch or (wgmma path) a
+// small one, and every shape the policy can pick for a row count is there.
 void CheckManifest(const std::string& path) {
   std::ifstream in(path);
   ASSERT_TRUE(in) << "cannot read " << path;
   std::string line;
   int specs = 0;
+  std::set<std::string> seen;
+  std::vector<jit::KernelSpec> all;
   while (std::getline(in, line)) {
     if (line.empty() || line[0] == '#') continue;
     auto spec = jit::SpecFromJson(line);
     ASSERT_TRUE(spec.ok()) << path << ": " << spec.status();
-    TileShape t = ChooseTiles(spec->arch, spec->num_heads * spec->max_q_len, spec->kv_format);
-    EXPECT_EQ(spec->block_m, t.block_m) << line;
-    EXPECT_EQ(spec->block_n, t.block_n) << line;
-    EXPECT_EQ(spec->num_warps, t.num_warps) << line;
-    EXPECT_EQ(spec->num_stages, t.num_stages) << line;
+    const int rows = spec->num_heads * spec->max_q_len;
+    const TileShape large = ChooseTiles(spec->arch, rows, spec->kv_format);
+    const BatchWork tiny{/*wide_units=*/1, /*sm_count=*/132};
+    const TileShape small = ChooseTiles(spec->arch, rows, spec->kv_format, &tiny);
+    EXPECT_TRUE(SameTiles(*spec, large) || SameTiles(*spec, small)) << line;
+    seen.insert(jit::SpecToJson(*spec));
+    all.push_back(*spec);
     ++specs;
   }
   EXPECT_GT(specs, 100) << path;
+  for (const jit::KernelSpec& spec : all) {
+    const int rows = spec.num_heads * spec.max_q_len;
+    const BatchWork tiny{1, 132};
+    for (const TileShape& t : {ChooseTiles(spec.arch, rows, spec.kv_format),
+                               ChooseTiles(spec.arch, rows, spec.kv_format, &tiny)}) {
+      jit::KernelSpec want = spec;
+      want.block_m = t.block_m;
+      want.block_n = t.block_n;
+      want.num_warps = t.num_warps;
+      want.num_stages = t.num_stages;
+      EXPECT_EQ(seen.count(jit::SpecToJson(want)), 1u) << "missing: " << jit::SpecToJson(want);
+    }
+  }
+}
+
+TEST(TilePolicy, SmallBatchesTakeNarrowRowTilesOnTheWgmmaPath) {
+  // (4,1,1024,32): 4 wide units for 264 resident CTAs; (4,4,8192,32): 2048.
+  const BatchWork small{4 * 16, 132}, large{4 * 4 * 128, 132};
+  for (KvFormat f : {KvFormat::kFp8E4m3, KvFormat::kBf16}) {
+    EXPECT_EQ(ChooseTiles("sm_90a", 32, f, &small).block_m, 16);
+    EXPECT_EQ(ChooseTiles("sm_90a", 32, f, &large).block_m, 32);
+    EXPECT_EQ(ChooseTiles("sm_90a", 32, f).block_m, 32);  // unknown batch: the large-batch shape
+    EXPECT_EQ(ChooseTiles("sm_90a", 16, f, &large).block_m, 16);
+  }
+  // The threshold: 3 wide units per resident CTA (fp8: 2 CTAs per SM).
+  const int ctas = ChooseTiles("sm_90a", 32, KvFormat::kFp8E4m3).ctas_per_sm * 132;
+  const BatchWork edge_below{3LL * ctas - 1, 132}, edge{3LL * ctas, 132};
+  EXPECT_EQ(ChooseTiles("sm_90a", 32, KvFormat::kFp8E4m3, &edge_below).block_m, 16);
+  EXPECT_EQ(ChooseTiles("sm_90a", 32, KvFormat::kFp8E4m3, &edge).block_m, 32);
+  // Other paths keep their shapes.
+  EXPECT_EQ(ChooseTiles("sm_90a", 32, KvFormat::kMxfp4, &small).block_m,
+            ChooseTiles("sm_90a", 32, KvFormat::kMxfp4).block_m);
+  EXPECT_EQ(ChooseTiles("sm_80", 32, KvFormat::kFp8E4m3, &small).block_m,
+            ChooseTiles("sm_80", 32, KvFormat::kFp8E4m3).block_m);
 }
 
 TEST(TilePolicy, ShippedManifestsMatchThePolicy) {
