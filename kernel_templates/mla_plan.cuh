@@ -133,11 +133,11 @@ MLA_INLINE void BuildPlan(const MlaPlanParams& p) {
   }
   if (tid == 0) p.tile_start[tiles_total] = line;
   const long long max_tile_cost = BlockMax(max_cost, scan);
-  const long long target = MlaTargetCost(line, max_tile_cost, num_tiles, shape);
+  const MlaCutRule rule = MlaChooseCuts(line, max_tile_cost, num_tiles, shape);
 
   // Cuts, then (one thread) the split tiles' partial slots and merges.
   for (int c = tid; c <= num_ctas; c += PLAN_THREADS) {
-    p.cuts[c] = MlaFindCut(c, target, p.tile_start, p.tiles, tiles_total, BLOCK_N);
+    p.cuts[c] = MlaFindCut(c, rule, p.tile_start, p.tiles, tiles_total, BLOCK_N);
   }
   __syncthreads();
   if (tid == 0) {

@@ -13,6 +13,11 @@
 //     then its tokens. The line is cut at multiples of the target cost T (about
 //     total / num_ctas, see MlaTargetCost); CTA c takes what lies between cut c
 //     and cut c + 1.
+//     Exception (MlaChooseCuts): when the tiles are all about the same size and
+//     the CTAs outnumber them at least twice, each tile is cut into k equal
+//     pieces instead, cut c falling in tile c / k. Cuts on the line would let a
+//     CTA straddle two tiles (two Q loads, two partials, three splits for
+//     some tiles); aligned pieces give each CTA one piece and each tile k.
 //  3. A cut inside a tile's tokens moves to the nearest multiple of block_n; a
 //     cut that would leave less than block_n tokens after it moves to the end of
 //     the tile (no tiny pieces). Cuts never decrease, and interior cuts are
@@ -107,15 +112,74 @@ MLA_HOST_DEVICE inline long long MlaTargetCost(long long total, long long max_ti
   return target;
 }
 
+// How the line is cut: at multiples of `target`, or (pieces_per_tile = k > 0)
+// each tile into k aligned pieces, with target = the largest piece's cost
+// (the balance bound above holds for both).
+struct MlaCutRule {
+  long long target;
+  int pieces_per_tile;
+};
+
+MLA_HOST_DEVICE inline MlaCutRule MlaChooseCuts(long long total, long long max_tile_cost,
+                                                long long num_tiles, const MlaScheduleShape& s) {
+  MlaCutRule rule;
+  rule.target = MlaTargetCost(total, max_tile_cost, num_tiles, s);
+  rule.pieces_per_tile = 0;
+  if (num_tiles == 0 || 2 * num_tiles > s.num_ctas) return rule;
+  if (num_tiles * max_tile_cost - total > total / 32) return rule;  // not uniform
+  // As many pieces as CTAs allow, each at least the floor MlaTargetCost keeps.
+  long long floor_cost = s.min_cost_per_cta - MlaPieceOverhead(s.block_m);
+  if (floor_cost < 2LL * s.block_n) floor_cost = 2LL * s.block_n;
+  const long long by_ctas = s.num_ctas / num_tiles;
+  const long long by_floor = (max_tile_cost - MlaPieceOverhead(s.block_m)) / floor_cost;
+  const long long k = by_ctas < by_floor ? by_ctas : by_floor;
+  if (k < 2) return rule;
+  // Bounded by the CTAs, the pieces should keep nearly all of them busy, or
+  // the line's finer balance wins.
+  if (k == by_ctas && 16 * num_tiles * k < 15LL * s.num_ctas) return rule;
+  rule.pieces_per_tile = static_cast<int>(k);
+  rule.target = (max_tile_cost + k - 1) / k;
+  return rule;
+}
+
+// Cut c of the k-pieces rule. A tile gets min(k, kv_need / (2 block_n)) pieces
+// (at least one), so that rounded cuts stay distinct and no piece is shorter
+// than block_n; cuts beyond its pieces sit at the next tile's start.
+MLA_HOST_DEVICE inline MlaCut MlaFindAlignedCut(int c, int k, const MlaTile* tiles, int num_tiles,
+                                                int block_n) {
+  MlaCut cut;
+  cut.tile = c / k;
+  cut.token = 0;
+  if (cut.tile >= num_tiles) {
+    cut.tile = num_tiles;
+    return cut;
+  }
+  const int j = c % k;
+  const int kv = tiles[cut.tile].kv_need;
+  int pieces = kv / (2 * block_n);
+  pieces = pieces < 1 ? 1 : pieces > k ? k : pieces;
+  if (j == 0) return cut;
+  if (j >= pieces) {
+    cut.tile += 1;
+    return cut;
+  }
+  const long long x = static_cast<long long>(j) * kv / pieces;
+  cut.token = static_cast<int>((x + block_n / 2) / block_n * block_n);
+  return cut;
+}
+
 // Cut c (0..num_ctas). tile_start[t]: the line position of tile t (prefix sum of
 // the costs), tile_start[num_tiles] = total.
-MLA_HOST_DEVICE inline MlaCut MlaFindCut(int c, long long target, const long long* tile_start,
+MLA_HOST_DEVICE inline MlaCut MlaFindCut(int c, const MlaCutRule& rule, const long long* tile_start,
                                          const MlaTile* tiles, int num_tiles, int block_n) {
+  if (rule.pieces_per_tile > 0) {
+    return MlaFindAlignedCut(c, rule.pieces_per_tile, tiles, num_tiles, block_n);
+  }
   MlaCut cut;
   cut.tile = 0;
   cut.token = 0;
   if (c == 0) return cut;
-  const long long x = c * target;
+  const long long x = c * rule.target;
   if (x >= tile_start[num_tiles]) {
     cut.tile = num_tiles;
     return cut;

@@ -146,13 +146,13 @@ absl::StatusOr<Schedule> BuildSchedule(const LayoutView& l, const ScheduleConfig
   s.total_cost = tile_start[num_tiles];
   long long max_tile_cost = 0;
   for (const MlaTile& t : tiles) max_tile_cost = std::max(max_tile_cost, MlaTileCost(t));
-  s.target_cost = MlaTargetCost(s.total_cost, max_tile_cost, num_tiles, shape);
+  const MlaCutRule rule = MlaChooseCuts(s.total_cost, max_tile_cost, num_tiles, shape);
+  s.target_cost = rule.target;
 
   // Step 3: the cuts; step 4: the split tiles' partial slots and merges.
   std::vector<MlaCut> cuts(num_ctas + 1);
   for (int c = 0; c <= num_ctas; ++c) {
-    cuts[c] = MlaFindCut(c, s.target_cost, tile_start.data(), tiles.data(), num_tiles,
-                         config.block_n);
+    cuts[c] = MlaFindCut(c, rule, tile_start.data(), tiles.data(), num_tiles, config.block_n);
   }
   std::vector<MlaCutSplit> split(num_ctas + 1, MlaCutSplit{0, 0});
   s.combine.resize(num_ctas);

@@ -16,7 +16,8 @@
 // the same schedule on the GPU.
 //
 // Balance bound (tested): every CTA's cost <= target + 2 * block_n + 2 * overhead,
-// where target = max(ceil(total / num_ctas), min_cost_per_cta, 2 * block_n).
+// where target = max(ceil(total / num_ctas), min_cost_per_cta, 2 * block_n), or,
+// when equal tiles are each cut into k aligned pieces, ceil(largest tile / k).
 #ifndef MLAJIT_SRC_PLAN_SCHEDULER_H_
 #define MLAJIT_SRC_PLAN_SCHEDULER_H_
 

@@ -172,7 +172,7 @@ TEST_F(DevicePlanTest, MatchesTheHostPlanBitForBit) {
   // Each batch is large enough (>= 3 wide work units per resident CTA, see
   // plan::ChooseTiles) that the host plan picks the tiles the device-planned
   // plan, which sees no batch, picks: the same kernel on the same schedule.
-  std::vector<BatchConfig> configs(4);
+  std::vector<BatchConfig> configs(5);
   configs[0].batch_size = 37;
   configs[0].kv_len = 3000;
   configs[0].lengths = LengthDistribution::kUniform;
@@ -195,6 +195,9 @@ TEST_F(DevicePlanTest, MatchesTheHostPlanBitForBit) {
   configs[3].kv_len = 40000;
   configs[3].q_mode = QMode::kFp8;
   configs[3].page_size = 16;
+  configs[4].batch_size = 32;  // equal sequences: the aligned-pieces cut rule
+  configs[4].kv_len = 4096;
+  configs[4].lengths = LengthDistribution::kFixed;
   for (BatchConfig& c : configs) {
     c.seed = FreshSeed();
     SCOPED_TRACE(absl::StrCat("batch=", c.batch_size, " q_len=", c.q_len, " heads=", c.num_heads,

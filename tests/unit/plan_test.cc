@@ -134,6 +134,44 @@ TEST(Scheduler, WorkUnitsCountRowTilesTimesTokenTiles) {
   EXPECT_EQ(WorkUnits(v, 32, 64), 4);
 }
 
+// Equal tiles, at least twice as many CTAs: k aligned pieces per tile, one
+// piece per CTA (no CTA straddles two tiles), k splits per merge.
+TEST(Scheduler, EqualTilesAreCutIntoAlignedPieces) {
+  struct Case {
+    int batch, q_len, kv, heads, block_m, pieces;
+  } cases[] = {{128, 1, 8192, 16, 16, 2}, {32, 1, 8192, 16, 16, 8}, {32, 4, 8192, 32, 32, 2},
+               // 1024 tokens: the floor (min_cost_per_cta less the overhead) allows 6.
+               {4, 1, 1024, 32, 16, 6}};
+  for (const Case& k : cases) {
+    Layout l = MakeLayout(std::vector<int>(k.batch, k.q_len), std::vector<int>(k.batch, k.kv),
+                          k.heads, /*causal=*/true);
+    ScheduleConfig cfg{264, k.block_m, 64, 256};
+    auto s = BuildSchedule(l.view(), cfg);
+    ASSERT_TRUE(s.ok()) << s.status();
+    CheckInvariants(l, cfg, *s);
+    SCOPED_TRACE(k.batch);
+    for (int c = 0; c < cfg.num_ctas; ++c) {
+      EXPECT_LE(s->work_indptr[c + 1] - s->work_indptr[c], 1) << "CTA " << c;
+    }
+    const int tiles = k.batch * (k.q_len * k.heads / k.block_m);
+    EXPECT_EQ(static_cast<int>(s->combine.size()), tiles);
+    for (const MlaCombineItem& c : s->combine) EXPECT_EQ(c.num_splits, k.pieces);
+  }
+}
+
+TEST(Scheduler, NearlyEqualTilesKeepTheInvariants) {
+  // One short and one empty sequence among equal ones: still the aligned rule
+  // (the deficit is small), with fewer pieces for the short tile.
+  std::vector<int> kv(100, 4096);
+  kv[7] = 100;
+  kv[50] = 0;
+  Layout l = MakeLayout(std::vector<int>(100, 1), kv, 16);
+  ScheduleConfig cfg{264, 16, 64, 256};
+  auto s = BuildSchedule(l.view(), cfg);
+  ASSERT_TRUE(s.ok()) << s.status();
+  CheckInvariants(l, cfg, *s);
+}
+
 TEST(Scheduler, ShortSequencesAreNotSplit) {
   Layout l = MakeLayout(std::vector<int>(128, 1), std::vector<int>(128, 1024), 16);
   ScheduleConfig cfg{132, 16, 64, 256};
@@ -186,6 +224,12 @@ TEST(Scheduler, RandomLayoutsKeepInvariants) {
       q[b] = rng() % 9;
       kv[b] = (rng() % 4 == 0) ? static_cast<int>(rng() % 70000) : static_cast<int>(rng() % 3000);
     }
+    if (round % 3 == 0) {  // equal sequences but one (the aligned-pieces rule)
+      for (int b = 1; b < batch; ++b) {
+        q[b] = q[0];
+        kv[b] = kv[0];
+      }
+    }
     Layout l = MakeLayout(q, kv, heads, rng() % 2 == 0);
     const int bm = 16 << (rng() % 3);
     ScheduleConfig cfg{1 + static_cast<int>(rng() % 140), bm, bm == 16 ? 64 : 32,
@@ -234,14 +278,24 @@ TEST(Scheduler, OutputsFitTheDevicePlannersCapacities) {
 // distinct, which the piece enumeration and the partial numbering assume.
 TEST(Scheduler, CutsAreMonotonicAndInteriorCutsDistinct) {
   std::mt19937 rng(5);
+  int aligned_rounds = 0;
   for (int round = 0; round < 200; ++round) {
     const int batch = 1 + rng() % 20;
     std::vector<MlaTile> tiles;
     MlaScheduleShape shape{1 + static_cast<int>(rng() % 128), static_cast<int>(rng() % 2),
                            16 << (rng() % 3), 32, 1 + static_cast<int>(rng() % 264),
                            static_cast<int>(rng() % 300)};
+    // Every other round a batch of equal sequences (some with one short or
+    // empty one), which the aligned-pieces rule cuts.
+    const bool equal = round % 2 == 1;
+    const int common_q = 1 + rng() % 8, common_kv = static_cast<int>(rng() % 50000);
+    const int odd_one = rng() % (2 * batch);
     for (int b = 0; b < batch; ++b) {
-      const int q_len = rng() % 9, kv_len = static_cast<int>(rng() % 50000);
+      int q_len = rng() % 9, kv_len = static_cast<int>(rng() % 50000);
+      if (equal) {
+        q_len = common_q;
+        kv_len = b == odd_one ? kv_len % 300 : common_kv;
+      }
       for (int i = 0; i < MlaTilesOfSequence(q_len, shape); ++i) {
         tiles.push_back(MlaMakeTile(b, i, q_len, kv_len, shape));
       }
@@ -250,11 +304,12 @@ TEST(Scheduler, CutsAreMonotonicAndInteriorCutsDistinct) {
     for (size_t t = 0; t < tiles.size(); ++t) start[t + 1] = start[t] + MlaTileCost(tiles[t]);
     long long max_cost = 0;
     for (const MlaTile& t : tiles) max_cost = std::max(max_cost, MlaTileCost(t));
-    const long long target =
-        MlaTargetCost(start.back(), max_cost, static_cast<long long>(tiles.size()), shape);
+    const MlaCutRule rule =
+        MlaChooseCuts(start.back(), max_cost, static_cast<long long>(tiles.size()), shape);
+    aligned_rounds += rule.pieces_per_tile > 0;
     MlaCut prev{0, 0};
     for (int c = 0; c <= shape.num_ctas; ++c) {
-      const MlaCut cut = MlaFindCut(c, target, start.data(), tiles.data(),
+      const MlaCut cut = MlaFindCut(c, rule, start.data(), tiles.data(),
                                     static_cast<int>(tiles.size()), shape.block_n);
       ASSERT_TRUE(cut.tile > prev.tile || (cut.tile == prev.tile && cut.token >= prev.token))
           << "round " << round << " cut " << c;
@@ -267,6 +322,7 @@ TEST(Scheduler, CutsAreMonotonicAndInteriorCutsDistinct) {
     }
     EXPECT_EQ(prev.tile, static_cast<int>(tiles.size())) << "the last cut closes the line";
   }
+  EXPECT_GT(aligned_rounds, 10) << "the aligned-pieces rule must be exercised";
 }
 
 TEST(Scheduler, RejectsBadLayouts) {
