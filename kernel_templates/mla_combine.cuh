@@ -45,8 +45,12 @@ MLA_INLINE void CombineItems(const MlaDecodeParams& p) {
     const long long row_flat = flat / MLA_COMBINE_GROUPS_PER_ROW;
     const int ci = static_cast<int>(row_flat / BLOCK_M), r = static_cast<int>(row_flat % BLOCK_M);
     const MlaCombineItem item = p.combine[ci];
-    const MlaSeqInfo s = p.seqs[item.seq];
-    if (item.row_start + r >= s.q_len * NUM_HEADS) continue;  // uniform across the group
+    const MlaSeqInfo s = p.seqs[item.seq];  // in flight with the first batch below
+    // Rows past the sequence's end are skipped (uniform across the group).
+    // Their partial rows lie inside the allocation (a slot holds a whole
+    // tile), so the first batch may load before the test, values unused, and
+    // the seq record costs no round trip of its own.
+    const bool row_valid = item.row_start + r < s.q_len * NUM_HEADS;
     const int n = item.num_splits;
     const float* lse = p.partial_lse + static_cast<long long>(item.partial_start) * BLOCK_M + r;
     const float* po = p.partial_o +
@@ -59,12 +63,17 @@ MLA_INLINE void CombineItems(const MlaDecodeParams& p) {
     // Splits [k0, k0 + SPLIT_BATCH): all loads issued before any is used.
     float l[SPLIT_BATCH];
     float4 v[SPLIT_BATCH];
+    // Splits past n load nothing (predicated off) and weigh 0.
     auto load_batch = [&](int k0) {
 #pragma unroll
       for (int i = 0; i < SPLIT_BATCH; ++i) {
-        const int k = k0 + i < n ? k0 + i : n - 1;  // clamped: loads stay in bounds
-        l[i] = k0 + i < n ? lse[k * BLOCK_M] : NegInf();
-        v[i] = *reinterpret_cast<const float4*>(po + k * SPLIT_STRIDE);
+        const int k = k0 + i;
+        l[i] = NegInf();
+        v[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (k < n) {
+          l[i] = lse[k * BLOCK_M];
+          v[i] = *reinterpret_cast<const float4*>(po + k * SPLIT_STRIDE);
+        }
       }
     };
     // A split that saw nothing for this row has lse -inf and weight 0.
@@ -83,10 +92,12 @@ MLA_INLINE void CombineItems(const MlaDecodeParams& p) {
       // The common case: the LSEs come with the partials in one batch (every
       // lane loads all of them), so the merge costs one memory latency.
       load_batch(0);
+      if (!row_valid) continue;
 #pragma unroll
       for (int i = 0; i < SPLIT_BATCH; ++i) mx = fmaxf(mx, l[i]);
       if (mx != NegInf()) merge_batch();
     } else {
+      if (!row_valid) continue;
       for (int k = lane; k < n; k += 32) mx = fmaxf(mx, lse[k * BLOCK_M]);
       mx = GroupMax(mx);
       if (mx != NegInf()) {
@@ -118,10 +129,19 @@ MLA_INLINE void QAmax(const MlaDecodeParams& p) {
       p.plan_counters != 0
           ? static_cast<long long>(p.plan_counters[MLA_PLAN_TOTAL_Q]) * NUM_HEADS * HEAD_DIM_QK
           : p.q_elements;
+  // 16-byte loads (q is 16-byte aligned and a row has 576 elements, so the
+  // count is a multiple of 8).
+  const uint4* q8 = reinterpret_cast<const uint4*>(q);
   const long long stride = static_cast<long long>(gridDim.x) * NUM_THREADS;
   for (long long i = static_cast<long long>(blockIdx.x) * NUM_THREADS + threadIdx.x;
-       i < elements; i += stride)
-    m = fmaxf(m, fabsf(Bf16ToFloat(q[i])));
+       i < elements / 8; i += stride) {
+    const uint4 v = q8[i];
+    const u32 w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      m = fmaxf(m, fmaxf(fabsf(Bf16ToFloat(w[j] & 0xffffu)), fabsf(Bf16ToFloat(w[j] >> 16))));
+    }
+  }
   red[threadIdx.x] = m;
   __syncthreads();
   for (int w = NUM_THREADS / 2; w > 0; w /= 2) {
