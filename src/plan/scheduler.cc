@@ -148,6 +148,7 @@ absl::StatusOr<Schedule> BuildSchedule(const LayoutView& l, const ScheduleConfig
   for (const MlaTile& t : tiles) max_tile_cost = std::max(max_tile_cost, MlaTileCost(t));
   const MlaCutRule rule = MlaChooseCuts(s.total_cost, max_tile_cost, num_tiles, shape);
   s.target_cost = rule.target;
+  s.pieces_per_tile = rule.pieces_per_tile;
 
   // Step 3: the cuts; step 4: the split tiles' partial slots and merges.
   std::vector<MlaCut> cuts(num_ctas + 1);

@@ -67,6 +67,7 @@ struct Schedule {
   int32_t max_q_len = 0;
   int64_t total_cost = 0;
   int64_t target_cost = 0;
+  int32_t pieces_per_tile = 0;        // > 0: equal tiles cut into that many aligned pieces
   int64_t max_cta_cost = 0;
   int32_t active_ctas = 0;            // CTAs with at least one item
 };

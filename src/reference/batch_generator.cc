@@ -227,29 +227,44 @@ DecodeProblem Batch::problem() const {
   return p;
 }
 
+BatchLayout GenerateLayout(const BatchConfig& config) {
+  const BatchConfig c = Sanitize(config);
+  const int B = c.batch_size;
+  LayoutRng rng(StreamKey(c.seed, kStreamLayout));
+  const std::vector<int32_t> lens = SequenceLengths(c, rng);
+  BatchLayout l;
+  l.qo_indptr.resize(B + 1, 0);
+  l.kv_indptr.resize(B + 1, 0);
+  for (int b = 0; b < B; ++b) {
+    l.qo_indptr[b + 1] = l.qo_indptr[b] + c.q_len;
+    l.kv_indptr[b + 1] =
+        l.kv_indptr[b] + (c.page_size == 0 ? lens[b] : (lens[b] + c.page_size - 1) / c.page_size);
+  }
+  if (c.page_size != 0) l.kv_lens = lens;
+  return l;
+}
+
 Batch GenerateBatch(const BatchConfig& config) {
   Batch batch;
   const BatchConfig c = Sanitize(config);
   batch.config = c;
   batch.sm_scale = static_cast<float>(1.0 / std::sqrt(192.0));
   const int B = c.batch_size;
+  // The layout stream draws the lengths, then (paged) the page permutation.
   LayoutRng rng(StreamKey(c.seed, kStreamLayout));
   const std::vector<int32_t> lens = SequenceLengths(c, rng);
-
-  batch.qo_indptr.resize(B + 1, 0);
-  for (int b = 0; b < B; ++b) batch.qo_indptr[b + 1] = batch.qo_indptr[b] + c.q_len;
+  BatchLayout layout = GenerateLayout(c);
+  batch.qo_indptr = std::move(layout.qo_indptr);
+  batch.kv_indptr = std::move(layout.kv_indptr);
+  batch.kv_lens = std::move(layout.kv_lens);
 
   // Logical token g of the concatenated sequences -> its slot.
   std::vector<int64_t> token_start(B + 1, 0);
   for (int b = 0; b < B; ++b) token_start[b + 1] = token_start[b] + lens[b];
   const int64_t total_tokens = token_start[B];
-  batch.kv_indptr.resize(B + 1, 0);
   int64_t num_slots = total_tokens;
-  if (c.page_size == 0) {
-    for (int b = 0; b < B; ++b) batch.kv_indptr[b + 1] = static_cast<int32_t>(token_start[b + 1]);
-  } else {
+  if (c.page_size != 0) {
     const int ps = c.page_size;
-    for (int b = 0; b < B; ++b) batch.kv_indptr[b + 1] = batch.kv_indptr[b] + (lens[b] + ps - 1) / ps;
     const int32_t used_pages = batch.kv_indptr[B];
     // Spare pages that no sequence references: NaN-filled, never to be read.
     const int32_t num_pages = used_pages + used_pages / 8 + 1;
@@ -259,7 +274,6 @@ Batch GenerateBatch(const BatchConfig& config) {
       for (int32_t i = num_pages - 1; i > 0; --i) std::swap(perm[i], perm[rng.Below(i + 1)]);
     }
     batch.kv_indices.assign(perm.begin(), perm.begin() + used_pages);
-    batch.kv_lens = lens;
     num_slots = static_cast<int64_t>(num_pages) * ps;
   }
   const int bytes_per_token = KvBytesPerToken(c.kv_format);

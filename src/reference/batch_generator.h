@@ -71,6 +71,13 @@ struct Batch {
 // ...) are clamped to the nearest allowed value; the result is always valid.
 Batch GenerateBatch(const BatchConfig& config);
 
+// The layout GenerateBatch(config) produces (qo_indptr, kv_indptr and, paged,
+// kv_lens), without the page table or any data: what a scheduler needs.
+struct BatchLayout {
+  std::vector<int32_t> qo_indptr, kv_indptr, kv_lens;
+};
+BatchLayout GenerateLayout(const BatchConfig& config);
+
 namespace reference_internal {
 
 // SplitMix64 finaliser: a bijective 64-bit mix.

@@ -100,6 +100,27 @@ TEST(BatchGenerator, LayoutIsConsistent) {
   EXPECT_TRUE(std::is_sorted(o.kv_indices.begin(), o.kv_indices.end()));
 }
 
+TEST(BatchGenerator, GenerateLayoutIsTheBatchsLayout) {
+  for (int page : {0, 1, 64}) {
+    for (LengthDistribution d :
+         {LengthDistribution::kFixed, LengthDistribution::kUniform, LengthDistribution::kSkewed}) {
+      BatchConfig c;
+      c.batch_size = 9;
+      c.q_len = 2;
+      c.kv_len = 700;
+      c.page_size = page;
+      c.lengths = d;
+      c.zero_length_fraction = 0.2;
+      c.seed = 77;
+      const Batch b = GenerateBatch(c);
+      const BatchLayout l = GenerateLayout(c);
+      EXPECT_EQ(l.qo_indptr, b.qo_indptr) << page;
+      EXPECT_EQ(l.kv_indptr, b.kv_indptr) << page;
+      EXPECT_EQ(l.kv_lens, b.kv_lens) << page;
+    }
+  }
+}
+
 TEST(BatchGenerator, UnusedSlotsHoldNan) {
   for (KvFormat f : {KvFormat::kBf16, KvFormat::kFp8E4m3, KvFormat::kMxfp4}) {
     const Batch b = GenerateBatch(Paged(f));

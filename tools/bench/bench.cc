@@ -37,6 +37,7 @@
 #include "mlajit/mlajit.h"
 #include "src/base/mla_types.h"
 #include "src/base/status_macros.h"
+#include "tools/bench/schedule_report.h"
 #include "tools/bench/step_graph.h"
 #include "tools/harness/decode_harness.h"
 
@@ -363,6 +364,7 @@ int Main(int argc, char** argv) {
   std::string suites = "default", json_path, only;
   int runs = 300;
   int step_layers = 0;  // > 0: also time a captured step of that many layers per case
+  std::string schedule_target;  // non-empty: print host schedules, no GPU
   bool check = true;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -377,6 +379,8 @@ int Main(int argc, char** argv) {
       only = next();
     } else if (a == "--no-check") {
       check = false;
+    } else if (a == "--schedule") {
+      schedule_target = next();
     } else if (a == "--step-layers") {
       step_layers = std::max(0, std::atoi(next().c_str()));
     } else if (a == "--help" || a == "-h") {
@@ -384,7 +388,9 @@ int Main(int argc, char** argv) {
           "usage: mlajit_bench [--suite default|bf16|a8|mxfp4|paged64|paged1|heads128|skewed|all[,..]]\n"
           "                    [--runs N] [--json FILE] [--no-check] [--only CASE_SUBSTRING]\n"
           "                    [--step-layers L]   (also: a device-planned step of L decode\n"
-          "                                         calls per case, captured in a graph)\n");
+          "                                         calls per case, captured in a graph)\n"
+          "                    [--schedule ARCH[:SMS]]  (no GPU: print each case's host\n"
+          "                                         schedule for that target instead)\n");
       return 0;
     } else {
       std::fprintf(stderr, "mlajit_bench: unknown argument %s (see --help)\n", a.c_str());
@@ -406,6 +412,13 @@ int Main(int argc, char** argv) {
   if (cases.empty()) {
     std::fprintf(stderr, "mlajit_bench: no case matches --only '%s'\n", only.c_str());
     return 2;
+  }
+  if (!schedule_target.empty()) {
+    std::vector<std::pair<std::string, BatchConfig>> named;
+    for (const Case& c : cases) named.push_back({c.suite + " " + CaseName(c.config), c.config});
+    const absl::Status s = PrintSchedules(schedule_target, named);
+    if (!s.ok()) std::fprintf(stderr, "mlajit_bench: %s\n", std::string(s.message()).c_str());
+    return s.ok() ? 0 : 2;
   }
   auto h = DecodeHarness::Create(0);
   if (!h.ok()) {
