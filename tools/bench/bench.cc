@@ -381,6 +381,10 @@ int Main(int argc, char** argv) {
       check = false;
     } else if (a == "--schedule") {
       schedule_target = next();
+      if (schedule_target.empty()) {
+        std::fprintf(stderr, "mlajit_bench: --schedule needs ARCH or ARCH:SM_COUNT\n");
+        return 2;
+      }
     } else if (a == "--step-layers") {
       step_layers = std::max(0, std::atoi(next().c_str()));
     } else if (a == "--help" || a == "-h") {
