@@ -172,10 +172,7 @@ absl::Status Plan::Prepare(Runtime* runtime, const mlajit_plan_config_t& config,
   spec.num_stages = tiles.num_stages;
   spec.arch = props.arch;
   MLAJIT_ASSIGN_OR_RETURN(kernel_, runtime->GetKernel(spec, tiles.smem_bytes));
-  schedule_config_.num_ctas = props.sm_count * tiles.ctas_per_sm;
-  schedule_config_.block_m = tiles.block_m;
-  schedule_config_.block_n = tiles.block_n;
-  schedule_config_.min_cost_per_cta = tiles.min_split_cost;
+  schedule_config_ = plan::ScheduleConfigFor(tiles, props.sm_count);
   MLAJIT_ASSIGN_OR_RETURN(device_plan_,
                           plan::DevicePlan::Create(runtime->backend(), runtime->device()));
   return absl::OkStatus();
@@ -201,9 +198,7 @@ absl::StatusOr<std::unique_ptr<Plan>> Plan::Create(Runtime* runtime,
   int max_q_len = 1;
   for (int b = 0; b < batch_size; ++b) max_q_len = std::max(max_q_len, qo_indptr[b + 1] - qo_indptr[b]);
   std::unique_ptr<Plan> p(new Plan());
-  plan::BatchWork work;
-  work.wide_units = plan::WorkUnits(layout, 32, 64);
-  work.sm_count = runtime->properties().sm_count;
+  const plan::BatchWork work = plan::MeasureBatch(layout, runtime->properties().sm_count);
   MLAJIT_RETURN_IF_ERROR(p->Prepare(runtime, *config, max_q_len, &work));
   MLAJIT_ASSIGN_OR_RETURN(p->schedule_, runtime->GetSchedule(layout, p->schedule_config_));
   MLAJIT_RETURN_IF_ERROR(p->device_plan_->Upload(*p->schedule_, p->schedule_config_.block_m));

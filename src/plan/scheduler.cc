@@ -44,6 +44,19 @@ int64_t WorkUnits(const LayoutView& l, int block_m, int block_n) {
   return units;
 }
 
+ScheduleConfig ScheduleConfigFor(const TileShape& tiles, int sm_count) {
+  ScheduleConfig c;
+  c.num_ctas = sm_count * tiles.ctas_per_sm;
+  c.block_m = tiles.block_m;
+  c.block_n = tiles.block_n;
+  c.min_cost_per_cta = tiles.min_split_cost;
+  return c;
+}
+
+BatchWork MeasureBatch(const LayoutView& layout, int sm_count) {
+  return BatchWork{WorkUnits(layout, 32, 64), sm_count};
+}
+
 MlaScheduleShape ToShape(const LayoutView& l, const ScheduleConfig& config) {
   MlaScheduleShape shape;
   shape.num_heads = l.num_heads;

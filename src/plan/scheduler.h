@@ -29,6 +29,7 @@
 #include "absl/types/span.h"
 #include "kernel_templates/mla_params.h"
 #include "kernel_templates/mla_schedule.h"
+#include "src/plan/tile_policy.h"
 
 namespace mlajit::plan {
 
@@ -56,6 +57,13 @@ struct ScheduleConfig {
   // Below this, splitting costs more (partials, merge) than the parallelism wins.
   int min_cost_per_cta = 256;
 };
+
+// The scheduler's parameters for kernels of shape `tiles` on sm_count SMs.
+ScheduleConfig ScheduleConfigFor(const TileShape& tiles, int sm_count);
+
+// The batch's size as ChooseTiles reads it (wide units of 32 rows x 64 tokens).
+// `layout` must be valid.
+BatchWork MeasureBatch(const LayoutView& layout, int sm_count);
 
 struct Schedule {
   std::vector<MlaWorkItem> work;      // grouped by CTA

@@ -227,11 +227,11 @@ DecodeProblem Batch::problem() const {
   return p;
 }
 
-BatchLayout GenerateLayout(const BatchConfig& config) {
-  const BatchConfig c = Sanitize(config);
+namespace {
+
+// The indptrs (and, paged, kv_lens) of sequences of these lengths.
+BatchLayout LayoutOf(const BatchConfig& c, const std::vector<int32_t>& lens) {
   const int B = c.batch_size;
-  LayoutRng rng(StreamKey(c.seed, kStreamLayout));
-  const std::vector<int32_t> lens = SequenceLengths(c, rng);
   BatchLayout l;
   l.qo_indptr.resize(B + 1, 0);
   l.kv_indptr.resize(B + 1, 0);
@@ -244,6 +244,14 @@ BatchLayout GenerateLayout(const BatchConfig& config) {
   return l;
 }
 
+}  // namespace
+
+BatchLayout GenerateLayout(const BatchConfig& config) {
+  const BatchConfig c = Sanitize(config);
+  LayoutRng rng(StreamKey(c.seed, kStreamLayout));
+  return LayoutOf(c, SequenceLengths(c, rng));
+}
+
 Batch GenerateBatch(const BatchConfig& config) {
   Batch batch;
   const BatchConfig c = Sanitize(config);
@@ -253,7 +261,7 @@ Batch GenerateBatch(const BatchConfig& config) {
   // The layout stream draws the lengths, then (paged) the page permutation.
   LayoutRng rng(StreamKey(c.seed, kStreamLayout));
   const std::vector<int32_t> lens = SequenceLengths(c, rng);
-  BatchLayout layout = GenerateLayout(c);
+  BatchLayout layout = LayoutOf(c, lens);
   batch.qo_indptr = std::move(layout.qo_indptr);
   batch.kv_indptr = std::move(layout.kv_indptr);
   batch.kv_lens = std::move(layout.kv_lens);

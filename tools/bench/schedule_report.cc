@@ -37,14 +37,10 @@ absl::Status PrintSchedules(
     view.kv_indptr = layout.kv_indptr;
     view.kv_lens = layout.kv_lens;
     MLAJIT_RETURN_IF_ERROR(plan::ValidateLayout(view));
-    const plan::BatchWork work{plan::WorkUnits(view, 32, 64), sm_count};
+    const plan::BatchWork work = plan::MeasureBatch(view, sm_count);
     const plan::TileShape t =
         plan::ChooseTiles(arch, config.q_len * config.num_heads, config.kv_format, &work);
-    plan::ScheduleConfig sc;
-    sc.num_ctas = sm_count * t.ctas_per_sm;
-    sc.block_m = t.block_m;
-    sc.block_n = t.block_n;
-    sc.min_cost_per_cta = t.min_split_cost;
+    const plan::ScheduleConfig sc = plan::ScheduleConfigFor(t, sm_count);
     MLAJIT_ASSIGN_OR_RETURN(plan::Schedule s, plan::BuildSchedule(view, sc));
     int max_items = 0;
     for (int c = 0; c < sc.num_ctas; ++c) {
