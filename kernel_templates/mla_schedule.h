@@ -14,10 +14,12 @@
 //     total / num_ctas, see MlaTargetCost); CTA c takes what lies between cut c
 //     and cut c + 1.
 //     Exception (MlaChooseCuts): when the tiles are all about the same size and
-//     the CTAs outnumber them at least twice, each tile is cut into k equal
-//     pieces instead, cut c falling in tile c / k. Cuts on the line would let a
-//     CTA straddle two tiles (two Q loads, two partials, three splits for
-//     some tiles); aligned pieces give each CTA one piece and each tile k.
+//     there are at least as many CTAs (nearly all of them kept busy), each
+//     tile is cut into k >= 1 equal pieces instead, cut c falling in tile
+//     c / k. Cuts on the line would let a CTA straddle two tiles (two Q loads,
+//     two partials, three splits for some tiles), and with k = 1 tiles a few
+//     tokens apart (causal rows) make the cuts drift off the tile starts;
+//     aligned pieces give each CTA one piece and each tile k.
 //  3. A cut inside a tile's tokens moves to the nearest multiple of block_n; a
 //     cut that would leave less than block_n tokens after it moves to the end of
 //     the tile (no tiny pieces). Cuts never decrease, and interior cuts are
@@ -125,7 +127,7 @@ MLA_HOST_DEVICE inline MlaCutRule MlaChooseCuts(long long total, long long max_t
   MlaCutRule rule;
   rule.target = MlaTargetCost(total, max_tile_cost, num_tiles, s);
   rule.pieces_per_tile = 0;
-  if (num_tiles == 0 || 2 * num_tiles > s.num_ctas) return rule;
+  if (num_tiles == 0 || num_tiles > s.num_ctas) return rule;
   if (num_tiles * max_tile_cost - total > total / 32) return rule;  // not uniform
   // As many pieces as CTAs allow, each at least the floor MlaTargetCost keeps.
   long long floor_cost = s.min_cost_per_cta - MlaPieceOverhead(s.block_m);
@@ -133,7 +135,7 @@ MLA_HOST_DEVICE inline MlaCutRule MlaChooseCuts(long long total, long long max_t
   const long long by_ctas = s.num_ctas / num_tiles;
   const long long by_floor = (max_tile_cost - MlaPieceOverhead(s.block_m)) / floor_cost;
   const long long k = by_ctas < by_floor ? by_ctas : by_floor;
-  if (k < 2) return rule;
+  if (k < 1) return rule;
   // Bounded by the CTAs, the pieces should keep nearly all of them busy, or
   // the line's finer balance wins.
   if (k == by_ctas && 16 * num_tiles * k < 15LL * s.num_ctas) return rule;

@@ -134,14 +134,16 @@ TEST(Scheduler, WorkUnitsCountRowTilesTimesTokenTiles) {
   EXPECT_EQ(WorkUnits(v, 32, 64), 4);
 }
 
-// Equal tiles, at least twice as many CTAs: k aligned pieces per tile, one
-// piece per CTA (no CTA straddles two tiles), k splits per merge.
+// Equal tiles, at least as many CTAs: k aligned pieces per tile, one piece per
+// CTA (no CTA straddles two tiles), k splits per merge (none for k = 1).
 TEST(Scheduler, EqualTilesAreCutIntoAlignedPieces) {
   struct Case {
     int batch, q_len, kv, heads, block_m, pieces;
   } cases[] = {{128, 1, 8192, 16, 16, 2}, {32, 1, 8192, 16, 16, 8}, {32, 4, 8192, 32, 32, 2},
                // 1024 tokens: the floor (min_cost_per_cta less the overhead) allows 6.
-               {4, 1, 1024, 32, 16, 6}};
+               {4, 1, 1024, 32, 16, 6},
+               // 256 causal tiles 2 tokens apart on 264 CTAs: one each, no merges.
+               {128, 4, 8192, 16, 32, 1}};
   for (const Case& k : cases) {
     Layout l = MakeLayout(std::vector<int>(k.batch, k.q_len), std::vector<int>(k.batch, k.kv),
                           k.heads, /*causal=*/true);
@@ -154,7 +156,7 @@ TEST(Scheduler, EqualTilesAreCutIntoAlignedPieces) {
       EXPECT_LE(s->work_indptr[c + 1] - s->work_indptr[c], 1) << "CTA " << c;
     }
     const int tiles = k.batch * (k.q_len * k.heads / k.block_m);
-    EXPECT_EQ(static_cast<int>(s->combine.size()), tiles);
+    EXPECT_EQ(static_cast<int>(s->combine.size()), k.pieces > 1 ? tiles : 0);
     for (const MlaCombineItem& c : s->combine) EXPECT_EQ(c.num_splits, k.pieces);
     EXPECT_EQ(s->pieces_per_tile, k.pieces);
   }
