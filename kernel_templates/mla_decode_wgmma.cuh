@@ -156,7 +156,7 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
       if (DEFERRED_MAX) {
         over |= fmaxf(s0, s1) > m[c] + HEADROOM;  // m = -inf: any visible score
         const float base = m[c] == NegInf() ? 0.0f : m[c];
-        const float p0 = exp2f(s0 - base), p1 = exp2f(s1 - base);
+        const float p0 = Exp2(s0 - base), p1 = Exp2(s1 - base);
         ls[c] = p0 + p1;
         WriteP(sm, warp, j, 2 * quad + e, r, PackOperand(p0, p1));
       }
@@ -181,9 +181,9 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
         const float v = fmaxf(fmaxf(sm.red[n], sm.red[N + n]), fmaxf(sm.red[2 * N + n], sm.red[3 * N + n]));
         const float mn = fmaxf(m[c], v);
         const float base = mn == NegInf() ? 0.0f : mn;  // nothing visible yet: avoid inf - inf
-        alpha[c] = exp2f(m[c] - base);
+        alpha[c] = Exp2(m[c] - base);
         m[c] = mn;
-        const float p0 = exp2f(sacc[4 * j + e] - base), p1 = exp2f(sacc[4 * j + 2 + e] - base);
+        const float p0 = Exp2(sacc[4 * j + e] - base), p1 = Exp2(sacc[4 * j + 2 + e] - base);
         ls[c] = p0 + p1;
         l[c] *= alpha[c];
         WriteP(sm, warp, j, 2 * quad + e, r, PackOperand(p0, p1));

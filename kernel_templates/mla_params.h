@@ -118,6 +118,23 @@ MLA_HOST_DEVICE constexpr bool MlaWgmmaEligible(int kv_format, int block_m, int 
   return kv_format != 2 && (block_m == 16 || block_m == 32) && block_n == 64 && num_warps == 4;
 }
 
+// The 64-row Hopper path (mla_decode_wgmma_rows.cuh) serves sm_90a with fp8 or
+// bf16 KV for tiles of 64 query rows and 64 tokens, two warpgroups per CTA.
+MLA_HOST_DEVICE constexpr bool MlaWgmmaRowsEligible(int kv_format, int block_m, int block_n,
+                                                    int num_warps) {
+  return kv_format != 2 && block_m == 64 && block_n == 64 && num_warps == 8;
+}
+
+// Dynamic shared memory of the 64-row path: Q and one 16-bit KV operand tile
+// (64 x 576 x 2 bytes each), the tiles in flight (fp8: as stored, 576 + 16
+// bytes a token; bf16: further operand tiles), P (64 x 64 x 2) and two rows of
+// 64 floats (rescale factors, row sums).
+MLA_HOST_DEVICE constexpr int MlaWgmmaRowsSmemBytes(int kv_format, int stages) {
+  return 2 * 64 * 576 * 2 +
+         (kv_format == 1 ? stages * 64 * (576 + 16) : (stages - 1) * 64 * 576 * 2) +
+         64 * 64 * 2 + 2 * 64 * 4;
+}
+
 // Bytes per token of the wgmma path's staging tile: the token as stored (the
 // kernel swizzles 16-byte chunks within a token to keep its loads free of bank
 // conflicts, see mla_decode_wgmma.cuh).

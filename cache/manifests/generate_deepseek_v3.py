@@ -37,7 +37,9 @@ def tiles(arch, rows, kv):
     batches of more rows too)."""
     if not (arch.startswith("sm_") and int(arch[3:].rstrip("a")) >= 80):
         return [(16, 16, 8, 2)]
-    if arch == "sm_90a" and kv != "mxfp4":  # the warpgroup-MMA path
+    if arch == "sm_90a" and kv != "mxfp4":  # the warpgroup-MMA paths
+        if rows > 32:
+            return [(64, 64, 8, 2)]  # rows as M, 64 rows per tile
         return [(16, 64, 4, 2)] if rows <= 16 else [(32, 64, 4, 2), (16, 64, 4, 2)]
     sm = int(arch[3:].rstrip("a"))
     limit = 166912 if sm in (80, 87) else 232448 if sm >= 90 else 101376

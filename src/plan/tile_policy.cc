@@ -43,12 +43,21 @@ bool RunsWgmmaPath(const std::string& arch, KvFormat kv_format, int block_m, int
          MlaWgmmaEligible(static_cast<int>(kv_format), block_m, block_n, num_warps);
 }
 
+bool RunsWgmmaRowsPath(const std::string& arch, KvFormat kv_format, int block_m, int block_n,
+                       int num_warps) {
+  return arch == "sm_90a" &&
+         MlaWgmmaRowsEligible(static_cast<int>(kv_format), block_m, block_n, num_warps);
+}
+
 int DecodeSmemBytes(const std::string& arch, KvFormat kv_format, int block_m, int block_n,
                     int num_warps, int stages) {
   if (!HasTensorCorePath(arch)) return MlaPortableSmemBytes(num_warps * 32);
   const int f = static_cast<int>(kv_format);
   if (RunsWgmmaPath(arch, kv_format, block_m, block_n, num_warps)) {
     return MlaWgmmaSmemBytes(f, block_m, stages);
+  }
+  if (RunsWgmmaRowsPath(arch, kv_format, block_m, block_n, num_warps)) {
+    return MlaWgmmaRowsSmemBytes(f, stages);
   }
   return MlaMmaSmemBytes(f, block_m, block_n, stages);
 }
@@ -63,10 +72,22 @@ TileShape ChooseTiles(const std::string& arch, int rows_per_sequence, KvFormat k
     return t;
   }
   t.tensor_cores = true;
+  if (arch == "sm_90a" && kv_format != KvFormat::kMxfp4 && rows_per_sequence > 32) {
+    // Warpgroup MMA with the rows as M (mla_decode_wgmma_rows.cuh): two
+    // warpgroups per tile of 64 query rows, one CTA per SM; each KV tile
+    // becomes a 16-bit operand in shared memory once per 64 rows.
+    t.block_m = 64;
+    t.block_n = 64;
+    t.num_warps = 8;
+    t.num_stages = 2;
+    t.smem_bytes = MlaWgmmaRowsSmemBytes(static_cast<int>(kv_format), t.num_stages);
+    t.ctas_per_sm = CtasPerSm(arch, t);
+    return t;
+  }
   if (arch == "sm_90a" && kv_format != KvFormat::kMxfp4) {
     // Warpgroup MMA with the KV tile as M (mla_decode_wgmma.cuh): one 4-warp
-    // CTA per tile of 16 or 32 query rows; sequences with more rows take
-    // several row tiles. Two stages: fp8 then fits two CTAs per SM.
+    // CTA per tile of 16 or 32 query rows. Two stages: fp8 then fits two CTAs
+    // per SM.
     auto shape = [&](int block_m) {
       t.block_m = block_m;
       t.block_n = 64;

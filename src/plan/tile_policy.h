@@ -40,6 +40,11 @@ bool HasTensorCorePath(const std::string& arch);
 bool RunsWgmmaPath(const std::string& arch, KvFormat kv_format, int block_m, int block_n,
                    int num_warps);
 
+// True when it runs the sm_90a 64-row warpgroup-MMA path
+// (kernel_templates/mla_decode_wgmma_rows.cuh).
+bool RunsWgmmaRowsPath(const std::string& arch, KvFormat kv_format, int block_m, int block_n,
+                       int num_warps);
+
 // Dynamic shared memory the decode kernel of this shape needs on `arch`.
 int DecodeSmemBytes(const std::string& arch, KvFormat kv_format, int block_m, int block_n,
                     int num_warps, int stages);
@@ -52,7 +57,8 @@ struct BatchWork {
   int sm_count = 0;
 };
 
-// rows_per_sequence: the largest q_len * num_heads of the batch. `work` (null
+// rows_per_sequence: the largest q_len * num_heads of the batch. On sm_90a
+// (fp8 and bf16 KV) more than 32 rows take the 64-row path. `work` (null
 // for plans sized by limits rather than one batch) lets the sm_90a wgmma path
 // trade its 32-row tiles, which do more per KV byte, for 16-row tiles, which
 // give twice the CTAs something to do, when the batch is too small to keep

@@ -83,6 +83,31 @@ TEST_F(GpuDecodeTest, QLenCausalAndNonCausal) {
   }
 }
 
+TEST_F(GpuDecodeTest, SixtyFourRowTiles) {
+  // More than 32 rows per sequence take 64-row tiles on sm_90a (fp8 and bf16
+  // KV): each with both Q modes, full and part-filled tiles (64, 48, 128 rows),
+  // a sequence split over many CTAs (partials merged), and paged caches.
+  struct Shape {
+    int heads, q_len, kv_len, batch, page;
+  };
+  for (KvFormat f : {KvFormat::kFp8E4m3, KvFormat::kBf16}) {
+    for (QMode m : {QMode::kBf16, QMode::kFp8}) {
+      for (Shape sh : {Shape{16, 4, 3000, 4, 0}, Shape{16, 3, 700, 6, 16},
+                       Shape{128, 1, 20000, 1, 0}, Shape{32, 4, 1500, 3, 64}}) {
+        BatchConfig c = Base();
+        c.kv_format = f;
+        c.q_mode = m;
+        c.num_heads = sh.heads;
+        c.q_len = sh.q_len;
+        c.kv_len = sh.kv_len;
+        c.batch_size = sh.batch;
+        c.page_size = sh.page;
+        ExpectMatches(c);
+      }
+    }
+  }
+}
+
 TEST_F(GpuDecodeTest, CausalRowsThatSeeNothing) {
   BatchConfig c = Base();
   c.q_len = 4;

@@ -172,6 +172,42 @@ TEST(JitCompile, WarpgroupMmaShapesCompileForSm90a) {
   EXPECT_EQ(compiled, 10);
 }
 
+// The sm_90a 64-row path (mla_decode_wgmma_rows.cuh), likewise: every KV
+// format and Q mode it serves, flat and paged, causal and not.
+TEST(JitCompile, SixtyFourRowWgmmaShapesCompileForSm90a) {
+  REQUIRE_COMPILER("sm_90a");
+  auto kc = KernelCompiler::Create(MemoryCache());
+  ASSERT_TRUE(kc.ok()) << kc.status();
+  int compiled = 0;
+  for (KvFormat kv : {KvFormat::kFp8E4m3, KvFormat::kBf16}) {
+    for (QMode q_mode : {QMode::kBf16, QMode::kFp8}) {
+      for (int page_size : {0, 64}) {
+        const int heads = page_size == 0 ? 16 : 128;
+        const int q_len = page_size == 0 ? 4 : 1;
+        const plan::TileShape t = plan::ChooseTiles("sm_90a", heads * q_len, kv);
+        ASSERT_TRUE(plan::RunsWgmmaRowsPath("sm_90a", kv, t.block_m, t.block_n, t.num_warps));
+        KernelSpec spec;
+        spec.num_heads = heads;
+        spec.max_q_len = q_len;
+        spec.kv_format = kv;
+        spec.q_mode = q_mode;
+        spec.page_size = page_size;
+        spec.causal = page_size == 0;
+        spec.block_m = t.block_m;
+        spec.block_n = t.block_n;
+        spec.num_warps = t.num_warps;
+        spec.num_stages = t.num_stages;
+        spec.arch = "sm_90a";
+        auto entry = (*kc)->GetBinary(spec);
+        ASSERT_TRUE(entry.ok()) << SpecToJson(spec) << ": " << entry.status();
+        EXPECT_TRUE(IsElf((*entry)->payload)) << SpecToJson(spec);
+        ++compiled;
+      }
+    }
+  }
+  EXPECT_EQ(compiled, 8);
+}
+
 TEST(JitCompile, EveryTemplateCompilesWithHiprtcForGfx90a) {
   REQUIRE_COMPILER("gfx90a");
   auto c = HiprtcCompiler();

@@ -25,9 +25,20 @@ TEST(TilePolicy, FitsSharedMemoryOfEachArchitecture) {
         EXPECT_EQ(t.smem_bytes, DecodeSmemBytes(arch, f, t.block_m, t.block_n, t.num_warps,
                                                 t.num_stages));
         const bool wgmma = RunsWgmmaPath(arch, f, t.block_m, t.block_n, t.num_warps);
-        if (std::string(arch) == "sm_90a" && f != KvFormat::kMxfp4) {
-          // Hopper's warpgroup-MMA path: 16 or 32 rows per tile, fp8 two CTAs per SM.
+        const bool wgmma_rows = RunsWgmmaRowsPath(arch, f, t.block_m, t.block_n, t.num_warps);
+        if (std::string(arch) == "sm_90a" && f != KvFormat::kMxfp4 && rows > 32) {
+          // Hopper's 64-row path: two warpgroups, one CTA per SM.
+          EXPECT_TRUE(wgmma_rows) << rows;
+          EXPECT_FALSE(wgmma) << rows;
+          EXPECT_EQ(t.block_m, 64);
+          EXPECT_EQ(t.num_warps, 8);
+          EXPECT_EQ(t.ctas_per_sm, 1);
+          EXPECT_EQ(t.smem_bytes, MlaWgmmaRowsSmemBytes(static_cast<int>(f), t.num_stages));
+        } else if (std::string(arch) == "sm_90a" && f != KvFormat::kMxfp4) {
+          // Hopper's swap-AB warpgroup-MMA path: 16 or 32 rows per tile, fp8
+          // two CTAs per SM.
           EXPECT_TRUE(wgmma) << rows;
+          EXPECT_FALSE(wgmma_rows) << rows;
           EXPECT_EQ(t.smem_bytes, MlaWgmmaSmemBytes(static_cast<int>(f), t.block_m,
                                                     t.num_stages));
           EXPECT_EQ(t.block_m, rows <= 16 ? 16 : 32) << rows;
@@ -36,6 +47,7 @@ TEST(TilePolicy, FitsSharedMemoryOfEachArchitecture) {
           }
         } else {
           EXPECT_FALSE(wgmma) << arch;
+          EXPECT_FALSE(wgmma_rows) << arch;
           EXPECT_EQ(t.smem_bytes, MlaMmaSmemBytes(static_cast<int>(f), t.block_m, t.block_n,
                                                   t.num_stages));
         }
