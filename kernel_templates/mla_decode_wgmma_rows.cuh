@@ -19,17 +19,22 @@
 //                 P and the rows' rescale factors into shared memory
 //   both:         O[:, 256 wg .. 256 wg + 255] = alpha O + P V (m64n256k16)
 //
-// Operand layout (no swizzle): a 64 x D matrix of 16-bit values is D / 8
-// column chunks of 64 x 16 bytes; entry (x, d) is at
-//   (d / 8) * 1024 + x * 16 + (d % 8) * 2.
-// Eight consecutive x of a chunk form one wgmma core matrix (128 contiguous
-// bytes). Q and P are K-major A operands and K is the K-major B operand of S:
-// leading byte offset 1024 (the next chunk, along K), stride 128 (the next
-// eight x). V is the same tile read as an MN-major B operand (transpose bit):
-// leading offset 128 (the next eight tokens, along K), stride 1024 (the next
-// eight dims, along N). A probe on the H200 confirmed the MN-major reading.
-// The fp8 tile as stored is chunk-major too, 16 bytes (16 codes) per entry:
-// chunk c of token x at (c * 64 + x) * 16.
+// Operand layouts. Q and P (A operands, K-major, no swizzle): a 64 x D matrix
+// of 16-bit values is D / 8 column chunks of 64 x 16 bytes, entry (x, d) at
+//   (d / 8) * 1024 + x * 16 + (d % 8) * 2;
+// eight consecutive x of a chunk form one core matrix (128 contiguous bytes):
+// leading byte offset 1024 (the next chunk, along K), stride 128.
+// The KV tile (B operand of both products) uses the 128-byte swizzle: nine
+// blocks of 64 dims, 8 KB each; in a block, token t's 64 dims are the 128-byte
+// row t, their 16-byte chunk c at position c ^ (t % 8):
+//   (d / 64) * 8192 + t * 128 + (((d % 64) / 8) ^ (t % 8)) * 16 + (d % 8) * 2.
+// A token's 128 bytes of a block are contiguous in global memory and land in
+// eight different bank groups, so eight lanes copy them in one request and one
+// wavefront. For S it is the K-major operand (stride 1024 between eight-token
+// groups; k-steps advance 32 bytes inside a block). For P V the same bytes
+// are the MN-major operand through the transpose bit: leading offset 8192 (the
+// next 64 dims, along N), stride 1024 (the next eight tokens, along K). A
+// probe on the H200 checked both readings.
 #ifndef MLAJIT_KERNEL_TEMPLATES_MLA_DECODE_WGMMA_ROWS_CUH_
 #define MLAJIT_KERNEL_TEMPLATES_MLA_DECODE_WGMMA_ROWS_CUH_
 
@@ -57,6 +62,7 @@ constexpr bool FP8 = KV_FORMAT == KV_FORMAT_FP8;
 constexpr bool BF16_OPS = !FP8;       // operand type: bf16 for bf16 KV, else f16
 constexpr int CHUNK_BYTES = 64 * 16;  // one column chunk of 64 entries
 constexpr int OPERAND_BYTES = HEAD_DIM_QK / 8 * CHUNK_BYTES;  // 64 x 576 16-bit: 73728
+constexpr int BLOCK_BYTES = TILE * 128;  // one 64-dim block of the swizzled KV tile
 // fp8 tiles as stored, token-major with 16 bytes of padding per token: eight
 // tokens' chunk c then start in eight different bank groups.
 constexpr int RAW_STRIDE = HEAD_DIM_QK + 16;  // 592
@@ -67,8 +73,8 @@ constexpr int TOKEN_CHUNKS = KvTokenBytes<KV_FORMAT>::value / 16;  // 36 fp8, 72
 
 struct Smem {
   u8* q;         // Q operand
-  u8* kv;        // fp8: the converted operand tile; bf16: STAGES operand tiles
-  u8* raw;       // fp8: STAGES tiles as stored (chunk-major)
+  u8* kv;        // the KV operand (swizzled): fp8 one converted tile; bf16 STAGES
+  u8* raw;       // fp8: STAGES tiles as stored (token-major, padded)
   u8* p;         // P operand (64 x 64)
   float* alpha;  // [64] rescale of the rows' running O for the current tile
   float* red;    // [64] row sums at the end; [8] per-warp amax of Q
@@ -89,64 +95,70 @@ MLA_INLINE u32 PackOperand(float lo, float hi) {
   return FP8 ? mla_wgmma::PackF16x2(lo, hi) : PackBf16x2(lo, hi);
 }
 
-// A chunked tile (Q, K, P) as a K-major operand; k-step k is .At(k * STEP_BYTES).
+// A chunked tile (Q, P) as a K-major operand; k-step k is .At(k * STEP_BYTES).
 MLA_INLINE Desc KMajor(const u8* base) { return Desc(base, CHUNK_BYTES, 128); }
-// V as the MN-major B operand: dims along N (chunks), tokens along K; k-step k
-// is .At(k * 256).
-MLA_INLINE Desc MnMajor(const u8* base) { return Desc(base, 128, CHUNK_BYTES); }
+// The swizzled KV tile (descriptor layout type 1: 128-byte swizzle).
+MLA_INLINE Desc Swizzled128(const u8* base, u32 lbo, u32 sbo) {
+  Desc d(base, lbo, sbo);
+  d.hi |= 1u << 30;
+  return d;
+}
+// K for S: k-step k is .At(KStepOffset(k)).
+MLA_INLINE Desc KOperand(const u8* kv) { return Swizzled128(kv, 16, 1024); }
+MLA_INLINE int KStepOffset(int k) { return (k / 4) * BLOCK_BYTES + (k % 4) * 32; }
+// V for P V, dims [256 wg, 256 wg + 256): k-step k (16 tokens) is .At(k * 2048).
+MLA_INLINE Desc VOperand(const u8* kv, int wg) {
+  return Swizzled128(kv + wg * 4 * BLOCK_BYTES, BLOCK_BYTES, 1024);
+}
 
 // ---- loads --------------------------------------------------------------
 
 // Copies of a tile, per 8-lane quarter of a warp (the unit in which 16-byte
-// accesses coalesce and in which shared memory serves them):
-//   fp8:  one token's 128 contiguous bytes (chunks l + 8 i of token `tok`) into
-//         the token-major stage: one 4-sector request, one wavefront.
-//   bf16: two tokens' 64 bytes each (chunks 4 i + l % 4 of tokens 2 q and 2 q + 1
-//         of the warp's eight), straight into the operand tile: 4 sectors, and
-//         4 wavefronts (the layout puts a chunk of eight tokens in one 128-byte
-//         row, so a token's chunks share a bank group).
+// accesses coalesce and in which shared memory serves them), one token's 128
+// contiguous bytes: one 4-sector request and one wavefront.
+//   fp8:  chunks l + 8 i of a token into the token-major stage.
+//   bf16: block b of a token straight into the swizzled operand tile.
 // Starts copying KV positions [j0, j0 + TILE) into stage `buf`; positions at
 // or past kv_hi are zero-filled (never read from memory, never NaN).
 MLA_INLINE void IssueTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0, int kv_hi, int buf,
                           const Smem& sm) {
   constexpr int TOKEN_BYTES = KvTokenBytes<KV_FORMAT>::value;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int c0 = lane & 7;
   const u8* kv = static_cast<const u8*>(p.kv);
-  if (FP8) {
-    // 32 tokens per pass of the CTA; chunk l + 8 i, i < 5 (the fifth only for l < 4).
+  // 32 tokens per pass of the CTA: token pass * 32 + 4 warp + lane / 8.
 #pragma unroll
-    for (int pass = 0; pass < TILE / 32; ++pass) {
-      const int tok = pass * 32 + warp * 4 + (lane >> 3), c0 = lane & 7;
-      const int j = j0 + tok;
-      const bool valid = j < kv_hi;
-      const u8* src = kv + KvSlot<PAGE_SIZE>(p, s, valid ? j : j0) * TOKEN_BYTES + c0 * 16;
+  for (int pass = 0; pass < TILE / 32; ++pass) {
+    const int tok = pass * 32 + warp * 4 + (lane >> 3);
+    const int j = j0 + tok;
+    const bool valid = j < kv_hi;
+    const u8* src = kv + KvSlot<PAGE_SIZE>(p, s, valid ? j : j0) * TOKEN_BYTES + c0 * 16;
+    if (FP8) {
       u8* dst = sm.raw + buf * RAW_BYTES + tok * RAW_STRIDE + c0 * 16;
 #pragma unroll
       for (int i = 0; i < (TOKEN_CHUNKS + 7) / 8; ++i) {
         if (c0 + 8 * i < TOKEN_CHUNKS) mla_wgmma::CpAsync16(dst + i * 128, src + i * 128, valid);
       }
-    }
-  } else {
-    const int tok = warp * 8 + 2 * (lane >> 3) + ((lane >> 2) & 1), c0 = lane & 3;
-    const int j = j0 + tok;
-    const bool valid = j < kv_hi;
-    const u8* src = kv + KvSlot<PAGE_SIZE>(p, s, valid ? j : j0) * TOKEN_BYTES + c0 * 16;
-    u8* dst = sm.kv + buf * OPERAND_BYTES + (c0 * 64 + tok) * 16;
+    } else {
+      u8* dst = sm.kv + buf * OPERAND_BYTES + tok * 128 + ((c0 ^ (tok & 7)) << 4);
 #pragma unroll
-    for (int i = 0; i < TOKEN_CHUNKS / 4; ++i) {
-      mla_wgmma::CpAsync16(dst + i * 4 * CHUNK_BYTES, src + i * 64, valid);
+      for (int b = 0; b < HEAD_DIM_QK / 64; ++b) {
+        mla_wgmma::CpAsync16(dst + b * BLOCK_BYTES, src + b * 128, valid);
+      }
     }
   }
 }
 
 // fp8: stage `buf` -> the f16 operand tile. Thread (token tid % 64, 16-byte
-// chunks tid / 64 + 4 i): eight lanes read chunk c of eight consecutive tokens
-// (eight bank groups, thanks to the padding) and write operand chunks 2c and
-// 2c + 1 of them (one 128-byte row each).
+// chunks c0 + 4 i, c0 = tid / 64): eight lanes read chunk c of eight
+// consecutive tokens (eight bank groups, thanks to the padding) and write its
+// 16 dims, chunks 2 c0 and 2 c0 + 1 of block i, at swizzled positions that
+// differ between the eight tokens.
 MLA_INLINE void ConvertTile(int buf, const Smem& sm) {
   const int tok = threadIdx.x & 63, c0 = threadIdx.x >> 6;
   const u8* src = sm.raw + buf * RAW_BYTES + tok * RAW_STRIDE + c0 * 16;
-  u8* dst = sm.kv + (2 * c0 * 64 + tok) * 16;
+  u8* dst_lo = sm.kv + tok * 128 + (((2 * c0) ^ (tok & 7)) << 4);
+  u8* dst_hi = sm.kv + tok * 128 + (((2 * c0 + 1) ^ (tok & 7)) << 4);
 #pragma unroll
   for (int i = 0; i < TOKEN_CHUNKS / 4; ++i) {
     const uint4 v = *reinterpret_cast<const uint4*>(src + i * 64);
@@ -155,8 +167,8 @@ MLA_INLINE void ConvertTile(int buf, const Smem& sm) {
     mla_wgmma::Fp8x4ToF16x4(v.y, lo.z, lo.w);
     mla_wgmma::Fp8x4ToF16x4(v.z, hi.x, hi.y);
     mla_wgmma::Fp8x4ToF16x4(v.w, hi.z, hi.w);
-    *reinterpret_cast<uint4*>(dst + i * 8 * CHUNK_BYTES) = lo;
-    *reinterpret_cast<uint4*>(dst + i * 8 * CHUNK_BYTES + CHUNK_BYTES) = hi;
+    *reinterpret_cast<uint4*>(dst_lo + i * BLOCK_BYTES) = lo;
+    *reinterpret_cast<uint4*>(dst_hi + i * BLOCK_BYTES) = hi;
   }
 }
 
@@ -284,7 +296,7 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
       __syncthreads();  // the operand tile is complete
     }
     const u8* kv = FP8 ? sm.kv : sm.kv + buf * OPERAND_BYTES;
-    const Desc k_desc = KMajor(kv), v_desc = MnMajor(kv + wg * 32 * CHUNK_BYTES);
+    const Desc k_desc = KOperand(kv), v_desc = VOperand(kv, wg);
 
     if (wg == 0) {
       // ---- S = Q K^T ----
@@ -292,7 +304,7 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
       Fence();
 #pragma unroll
       for (int k = 0; k < K_STEPS; ++k) {
-        SsM64N64K16<BF16_OPS>(sc, q_desc.At(k * STEP_BYTES), k_desc.At(k * STEP_BYTES), k > 0);
+        SsM64N64K16<BF16_OPS>(sc, q_desc.At(k * STEP_BYTES), k_desc.At(KStepOffset(k)), k > 0);
       }
       Commit();
       Wait<0>();
@@ -353,7 +365,7 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
     Fence();
 #pragma unroll
     for (int k = 0; k < TILE / 16; ++k) {
-      SsM64N256K16<BF16_OPS>(o, p_desc.At(k * STEP_BYTES), v_desc.At(k * 256), 1);
+      SsM64N256K16<BF16_OPS>(o, p_desc.At(k * STEP_BYTES), v_desc.At(k * 2048), 1);
     }
     Commit();
     Wait<0>();
@@ -406,7 +418,9 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
 }
 
 MLA_INLINE void DecodeCta(const MlaDecodeParams& p) {
-  extern __shared__ __align__(128) u8 mla_smem[];
+  // The swizzle pattern repeats every 1024 bytes of address: the operand tiles
+  // (at multiples of 73728 from the base) need a 1024-byte aligned base.
+  extern __shared__ __align__(1024) u8 mla_smem[];
   const Smem sm = CarveSmem(mla_smem);
   const float q_scale = Q_MODE == Q_MODE_FP8 ? QScaleFromAmax(*p.q_amax) : 1.0f;
   const int begin = p.work_indptr[blockIdx.x], end = p.work_indptr[blockIdx.x + 1];
