@@ -11,13 +11,19 @@
 // shared memory once per 64 rows (fp8 codes converted once, bf16 copied as it
 // is) and all four products read it from there.
 //
-// A CTA is two warpgroups (256 threads), one CTA per SM (MlaWgmmaRowsSmemBytes):
-//   every thread: copies its share of tile t + 1 (cp.async) and converts the
-//                 same share of tile t (fp8), so no barrier sits between the
-//                 copy landing and the conversion
-//   warpgroup 0:  S = Q K^T (36 k-steps of m64n64k16), the online softmax, and
-//                 P and the rows' rescale factors into shared memory
-//   both:         O[:, 256 wg .. 256 wg + 255] = alpha O + P V (m64n256k16)
+// A CTA is two warpgroups (256 threads), one CTA per SM (MlaWgmmaRowsSmemBytes),
+// with two operand tiles: tile t is read while tile t + 1 is being written.
+//   warpgroup 0: S = Q K^T (36 k-steps of m64n64k16), the online softmax, and
+//                P and the rows' rescale factors into shared memory
+//   warpgroup 1, meanwhile: fp8 loads tile t + 1 from global memory into
+//                registers and converts it into the other operand tile (and
+//                asks L2 for tile t + 2); bf16 tiles arrive by cp.async, which
+//                every thread issues one tile ahead
+//   both:        O[:, 256 wg .. 256 wg + 255] = alpha O + P V (m64n256k16)
+// fp8 conversion (cvt to f16x2: 16 per clock per SM) would otherwise cost
+// about as much as S itself; here it runs beside S and the softmax. (An
+// earlier version staged fp8 tiles in shared memory and converted them with
+// all 256 threads between the copy and S: 406 us on (128,4,8192,16).)
 //
 // Operand layouts. Q and P (A operands, K-major, no swizzle): a 64 x D matrix
 // of 16-bit values is D / 8 column chunks of 64 x 16 bytes, entry (x, d) at
@@ -62,19 +68,14 @@ constexpr bool FP8 = KV_FORMAT == KV_FORMAT_FP8;
 constexpr bool BF16_OPS = !FP8;       // operand type: bf16 for bf16 KV, else f16
 constexpr int CHUNK_BYTES = 64 * 16;  // one column chunk of 64 entries
 constexpr int OPERAND_BYTES = HEAD_DIM_QK / 8 * CHUNK_BYTES;  // 64 x 576 16-bit: 73728
-constexpr int BLOCK_BYTES = TILE * 128;  // one 64-dim block of the swizzled KV tile
-// fp8 tiles as stored, token-major with 16 bytes of padding per token: eight
-// tokens' chunk c then start in eight different bank groups.
-constexpr int RAW_STRIDE = HEAD_DIM_QK + 16;  // 592
-constexpr int RAW_BYTES = TILE * RAW_STRIDE;  // 37888
-constexpr int K_STEPS = HEAD_DIM_QK / 16;     // 36
-constexpr int STEP_BYTES = 2 * CHUNK_BYTES;   // one k16 step of a K-major operand
+constexpr int BLOCK_BYTES = TILE * 128;      // one 64-dim block of the swizzled KV tile
+constexpr int K_STEPS = HEAD_DIM_QK / 16;    // 36
+constexpr int STEP_BYTES = 2 * CHUNK_BYTES;  // one k16 step of a K-major operand
 constexpr int TOKEN_CHUNKS = KvTokenBytes<KV_FORMAT>::value / 16;  // 36 fp8, 72 bf16
 
 struct Smem {
   u8* q;         // Q operand
-  u8* kv;        // the KV operand (swizzled): fp8 one converted tile; bf16 STAGES
-  u8* raw;       // fp8: STAGES tiles as stored (token-major, padded)
+  u8* kv;        // STAGES KV operand tiles (swizzled)
   u8* p;         // P operand (64 x 64)
   float* alpha;  // [64] rescale of the rows' running O for the current tile
   float* red;    // [64] row sums at the end; [8] per-warp amax of Q
@@ -84,8 +85,7 @@ MLA_INLINE Smem CarveSmem(u8* base) {
   Smem m;
   m.q = base;
   m.kv = m.q + OPERAND_BYTES;
-  m.raw = m.kv + (FP8 ? OPERAND_BYTES : STAGES * OPERAND_BYTES);
-  m.p = m.raw + (FP8 ? STAGES * RAW_BYTES : 0);
+  m.p = m.kv + STAGES * OPERAND_BYTES;
   m.alpha = reinterpret_cast<float*>(m.p + TILE * ROWS * 2);
   m.red = m.alpha + ROWS;
   return m;
@@ -113,62 +113,107 @@ MLA_INLINE Desc VOperand(const u8* kv, int wg) {
 
 // ---- loads --------------------------------------------------------------
 
-// Copies of a tile, per 8-lane quarter of a warp (the unit in which 16-byte
-// accesses coalesce and in which shared memory serves them), one token's 128
-// contiguous bytes: one 4-sector request and one wavefront.
-//   fp8:  chunks l + 8 i of a token into the token-major stage.
-//   bf16: block b of a token straight into the swizzled operand tile.
-// Starts copying KV positions [j0, j0 + TILE) into stage `buf`; positions at
-// or past kv_hi are zero-filled (never read from memory, never NaN).
+// bf16: starts copying KV positions [j0, j0 + TILE) into operand tile `buf`
+// (cp.async; positions at or past kv_hi are zero-filled, never read). Each
+// 8-lane quarter of a warp copies block b of one token: 128 contiguous bytes,
+// one 4-sector request, one shared-memory wavefront thanks to the swizzle.
 MLA_INLINE void IssueTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0, int kv_hi, int buf,
                           const Smem& sm) {
   constexpr int TOKEN_BYTES = KvTokenBytes<KV_FORMAT>::value;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int c0 = lane & 7;
   const u8* kv = static_cast<const u8*>(p.kv);
-  // 32 tokens per pass of the CTA: token pass * 32 + 4 warp + lane / 8.
 #pragma unroll
   for (int pass = 0; pass < TILE / 32; ++pass) {
     const int tok = pass * 32 + warp * 4 + (lane >> 3);
     const int j = j0 + tok;
     const bool valid = j < kv_hi;
     const u8* src = kv + KvSlot<PAGE_SIZE>(p, s, valid ? j : j0) * TOKEN_BYTES + c0 * 16;
-    if (FP8) {
-      u8* dst = sm.raw + buf * RAW_BYTES + tok * RAW_STRIDE + c0 * 16;
+    u8* dst = sm.kv + buf * OPERAND_BYTES + tok * 128 + ((c0 ^ (tok & 7)) << 4);
 #pragma unroll
-      for (int i = 0; i < (TOKEN_CHUNKS + 7) / 8; ++i) {
-        if (c0 + 8 * i < TOKEN_CHUNKS) mla_wgmma::CpAsync16(dst + i * 128, src + i * 128, valid);
-      }
-    } else {
-      u8* dst = sm.kv + buf * OPERAND_BYTES + tok * 128 + ((c0 ^ (tok & 7)) << 4);
-#pragma unroll
-      for (int b = 0; b < HEAD_DIM_QK / 64; ++b) {
-        mla_wgmma::CpAsync16(dst + b * BLOCK_BYTES, src + b * 128, valid);
-      }
+    for (int b = 0; b < HEAD_DIM_QK / 64; ++b) {
+      mla_wgmma::CpAsync16(dst + b * BLOCK_BYTES, src + b * 128, valid);
     }
   }
 }
 
-// fp8: stage `buf` -> the f16 operand tile. Thread (token tid % 64, 16-byte
-// chunks c0 + 4 i, c0 = tid / 64): eight lanes read chunk c of eight
-// consecutive tokens (eight bank groups, thanks to the padding) and write its
-// 16 dims, chunks 2 c0 and 2 c0 + 1 of block i, at swizzled positions that
-// differ between the eight tokens.
-MLA_INLINE void ConvertTile(int buf, const Smem& sm) {
-  const int tok = threadIdx.x & 63, c0 = threadIdx.x >> 6;
-  const u8* src = sm.raw + buf * RAW_BYTES + tok * RAW_STRIDE + c0 * 16;
-  u8* dst_lo = sm.kv + tok * 128 + (((2 * c0) ^ (tok & 7)) << 4);
-  u8* dst_hi = sm.kv + tok * 128 + (((2 * c0 + 1) ^ (tok & 7)) << 4);
+MLA_INLINE uint4 LoadGlobal16(const u8* src) {
+  uint4 v;
+  asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(src));
+  return v;
+}
+
+// fp8, warpgroup 1: thread (warp w of the warpgroup, lane) takes tokens
+// t0 + 16 pass, t0 = 4 w + lane / 8, and of each the 16-byte chunks
+// c0 + 8 i, c0 = lane % 8 (16 codes, dims 16 c .. 16 c + 15): a quarter warp
+// reads one token's 128 contiguous bytes.
+constexpr int FP8_PASSES = TILE / 16;  // tokens per thread
+constexpr int FP8_LOADS =
+    (TOKEN_CHUNKS + 7) / 8;  // chunks per token and thread (the fifth: c0 < 4)
+
+// Asks L2 for tile [j0, j0 + TILE) (each token's 576 bytes span at most five
+// 128-byte lines), so that ConvertTile finds it there a tile later.
+MLA_INLINE void PrefetchTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0, int kv_hi) {
+  const int lane = threadIdx.x & 31, c0 = lane & 7;
+  const int t0 = 4 * ((threadIdx.x >> 5) & 3) + (lane >> 3);
+  if (c0 >= 5) return;
 #pragma unroll
-  for (int i = 0; i < TOKEN_CHUNKS / 4; ++i) {
-    const uint4 v = *reinterpret_cast<const uint4*>(src + i * 64);
-    uint4 lo, hi;
-    mla_wgmma::Fp8x4ToF16x4(v.x, lo.x, lo.y);
-    mla_wgmma::Fp8x4ToF16x4(v.y, lo.z, lo.w);
-    mla_wgmma::Fp8x4ToF16x4(v.z, hi.x, hi.y);
-    mla_wgmma::Fp8x4ToF16x4(v.w, hi.z, hi.w);
-    *reinterpret_cast<uint4*>(dst_lo + i * BLOCK_BYTES) = lo;
-    *reinterpret_cast<uint4*>(dst_hi + i * BLOCK_BYTES) = hi;
+  for (int pass = 0; pass < FP8_PASSES; ++pass) {
+    const int j = j0 + t0 + 16 * pass;
+    if (j < kv_hi) {
+      const u8* src = static_cast<const u8*>(p.kv) + KvSlot<PAGE_SIZE>(p, s, j) * 576 + c0 * 128;
+      asm volatile("prefetch.global.L2 [%0];\n" ::"l"(src));
+    }
+  }
+}
+
+// fp8, warpgroup 1: KV positions [j0, j0 + TILE) -> the f16 operand tile at
+// `dst`, loaded into registers (all loads in flight before the first
+// conversion) and converted there; positions at or past kv_hi become zeros.
+// Chunk c yields f16 chunks 2c and 2c + 1 of block c / 4 = c0 / 4 + 2 i, at
+// positions (2 c0 % 8) ^ (t0 % 8) and the next one; lanes c0 >= 4 store
+// their second chunk first, so that each store of a quarter warp covers
+// eight bank groups.
+MLA_INLINE void ConvertTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0, int kv_hi,
+                            u8* dst) {
+  const int lane = threadIdx.x & 31, c0 = lane & 7;
+  const int t0 = 4 * ((threadIdx.x >> 5) & 3) + (lane >> 3);
+  uint4 v[FP8_PASSES][FP8_LOADS];
+#pragma unroll
+  for (int pass = 0; pass < FP8_PASSES; ++pass) {
+    const int j = j0 + t0 + 16 * pass;
+    const bool valid = j < kv_hi;
+    const u8* src =
+        static_cast<const u8*>(p.kv) + KvSlot<PAGE_SIZE>(p, s, valid ? j : j0) * 576 + c0 * 16;
+#pragma unroll
+    for (int i = 0; i < FP8_LOADS; ++i) {
+      const bool load = valid && c0 + 8 * i < TOKEN_CHUNKS;
+      v[pass][i] = load ? LoadGlobal16(src + i * 128) : make_uint4(0, 0, 0, 0);
+    }
+  }
+  const bool swap = c0 >= 4;
+  const int first = (((2 * c0) & 7) + (swap ? 1 : 0)) ^ (t0 & 7);
+  const int second = (((2 * c0) & 7) + (swap ? 0 : 1)) ^ (t0 & 7);
+  u8* base = dst + (c0 >> 2) * BLOCK_BYTES + t0 * 128;
+#pragma unroll
+  for (int pass = 0; pass < FP8_PASSES; ++pass) {
+#pragma unroll
+    for (int i = 0; i < FP8_LOADS; ++i) {
+      if (c0 + 8 * i >= TOKEN_CHUNKS) continue;
+      const uint4 w = v[pass][i];
+      const u32 x0 = swap ? w.z : w.x, x1 = swap ? w.w : w.y;  // dims of the first chunk stored
+      const u32 y0 = swap ? w.x : w.z, y1 = swap ? w.y : w.w;
+      uint4 a, b;
+      mla_wgmma::Fp8x4ToF16x4(x0, a.x, a.y);
+      mla_wgmma::Fp8x4ToF16x4(x1, a.z, a.w);
+      mla_wgmma::Fp8x4ToF16x4(y0, b.x, b.y);
+      mla_wgmma::Fp8x4ToF16x4(y1, b.z, b.w);
+      u8* row = base + pass * 16 * 128 + i * 2 * BLOCK_BYTES;
+      *reinterpret_cast<uint4*>(row + (first << 4)) = a;
+      *reinterpret_cast<uint4*>(row + (second << 4)) = b;
+    }
   }
 }
 
@@ -271,10 +316,17 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
 
   __syncthreads();  // the previous item is done with shared memory
   if (num_tiles > 0) {
+    if (FP8) {
+      if (wg == 1) {
+        if (num_tiles > 1) PrefetchTile(p, s, kv_lo + TILE, kv_hi);
+        ConvertTile(p, s, kv_lo, kv_hi, sm.kv);
+      }
+    } else {
 #pragma unroll
-    for (int st = 0; st < STAGES - 1; ++st) {
-      if (st < num_tiles) IssueTile(p, s, kv_lo + st * TILE, kv_hi, st, sm);
-      mla_wgmma::CpAsyncCommit();
+      for (int st = 0; st < STAGES - 1; ++st) {
+        if (st < num_tiles) IssueTile(p, s, kv_lo + st * TILE, kv_hi, st, sm);
+        mla_wgmma::CpAsyncCommit();
+      }
     }
     score_scale *= LoadQ(p, s, item.row_start, sm, q_scale);
   }
@@ -283,19 +335,16 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
 
   for (int t = 0; t < num_tiles; ++t) {
     const int buf = t % STAGES;
-    mla_wgmma::CpAsyncWait<STAGES - 2>();
-    FenceProxyAsync();  // Q, bf16 operand tiles (cp.async) -> wgmma reads
-    __syncthreads();    // (1) tile t landed; everyone is done with tile t - 1
-    if (t + STAGES - 1 < num_tiles) {
-      IssueTile(p, s, kv_lo + (t + STAGES - 1) * TILE, kv_hi, (t + STAGES - 1) % STAGES, sm);
+    if (!FP8) mla_wgmma::CpAsyncWait<STAGES - 2>();
+    FenceProxyAsync();  // Q, operand tile t (cp.async or converted) -> wgmma reads
+    __syncthreads();    // (1) tile t is complete; everyone is done with tile t - 1
+    if (!FP8) {
+      if (t + STAGES - 1 < num_tiles) {
+        IssueTile(p, s, kv_lo + (t + STAGES - 1) * TILE, kv_hi, (t + STAGES - 1) % STAGES, sm);
+      }
+      mla_wgmma::CpAsyncCommit();
     }
-    mla_wgmma::CpAsyncCommit();
-    if (FP8) {
-      ConvertTile(buf, sm);
-      FenceProxyAsync();
-      __syncthreads();  // the operand tile is complete
-    }
-    const u8* kv = FP8 ? sm.kv : sm.kv + buf * OPERAND_BYTES;
+    const u8* kv = sm.kv + buf * OPERAND_BYTES;
     const Desc k_desc = KOperand(kv), v_desc = VOperand(kv, wg);
 
     if (wg == 0) {
@@ -348,6 +397,11 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
         if (quad == 0) sm.alpha[row0 + 8 * h] = alpha;
       }
       FenceProxyAsync();  // P -> wgmma reads
+    } else if (FP8 && t + 1 < num_tiles) {
+      // Tile t + 1 into the other operand tile: free since barrier (1), as
+      // P V of tile t - 1 was its last reader.
+      if (t + 2 < num_tiles) PrefetchTile(p, s, kv_lo + (t + 2) * TILE, kv_hi);
+      ConvertTile(p, s, kv_lo + (t + 1) * TILE, kv_hi, sm.kv + ((t + 1) % STAGES) * OPERAND_BYTES);
     }
     __syncthreads();  // (2) P and alpha are written
 

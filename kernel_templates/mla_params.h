@@ -125,14 +125,12 @@ MLA_HOST_DEVICE constexpr bool MlaWgmmaRowsEligible(int kv_format, int block_m, 
   return kv_format != 2 && block_m == 64 && block_n == 64 && num_warps == 8;
 }
 
-// Dynamic shared memory of the 64-row path: Q and one 16-bit KV operand tile
-// (64 x 576 x 2 bytes each), the tiles in flight (fp8: as stored, 576 + 16
-// bytes a token; bf16: further operand tiles), P (64 x 64 x 2) and two rows of
-// 64 floats (rescale factors, row sums).
+// Dynamic shared memory of the 64-row path: Q and `stages` 16-bit KV operand
+// tiles (64 x 576 x 2 bytes each), P (64 x 64 x 2) and two rows of 64 floats
+// (rescale factors, row sums). The same for fp8 (converted on the way in) and
+// bf16.
 MLA_HOST_DEVICE constexpr int MlaWgmmaRowsSmemBytes(int kv_format, int stages) {
-  return 2 * 64 * 576 * 2 +
-         (kv_format == 1 ? stages * 64 * (576 + 16) : (stages - 1) * 64 * 576 * 2) +
-         64 * 64 * 2 + 2 * 64 * 4;
+  return (kv_format == 2 ? 0 : (1 + stages) * 64 * 576 * 2) + 64 * 64 * 2 + 2 * 64 * 4;
 }
 
 // Bytes per token of the wgmma path's staging tile: the token as stored (the
