@@ -1,8 +1,9 @@
 // Hopper (sm_90a) MLA decode for tiles of 64 query rows: warpgroup MMA with
 // the rows as M and both operands in shared memory, for fp8 and bf16 KV.
 //
-// Sequences with 64 or more query rows (16 heads x 4 tokens, 32 x 2, 128 heads)
-// fill wgmma's M = 64 without padding, so the products run the natural way:
+// Sequences with more than 32 query rows (16 heads x 4 tokens, 32 x 2, 128
+// heads; 33..63 rows leave part of the tile empty) fill wgmma's M = 64, so the
+// products run the natural way:
 //   S [64 rows x 64 tokens] = Q [64 x 576] . K^T [576 x 64]
 //   O [64 rows x 512 dims] += P [64 x 64]  . V   [64 x 512]
 // The swap-AB path (mla_decode_wgmma.cuh) turns KV bytes into A fragments in
@@ -20,8 +21,8 @@
 //                asks L2 for tile t + 2); bf16 tiles arrive by cp.async, which
 //                every thread issues one tile ahead
 //   both:        O[:, 256 wg .. 256 wg + 255] = alpha O + P V (m64n256k16)
-// fp8 conversion (cvt to f16x2: 16 per clock per SM) would otherwise cost
-// about as much as S itself; here it runs beside S and the softmax. (An
+// fp8 conversion (cvt to f16x2, which measures as 16 per clock per SM) would
+// otherwise cost about as much as S itself; here it runs beside S and the softmax. (An
 // earlier version staged fp8 tiles in shared memory and converted them with
 // all 256 threads between the copy and S: 406 us on (128,4,8192,16).)
 //
