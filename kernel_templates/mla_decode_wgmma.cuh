@@ -178,7 +178,8 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
       for (int c = 0; c < ROWS_PER_THREAD; ++c) {
         const int j = c / 2, e = c % 2;
         const int n = 8 * j + 2 * quad + e;
-        const float v = fmaxf(fmaxf(sm.red[n], sm.red[N + n]), fmaxf(sm.red[2 * N + n], sm.red[3 * N + n]));
+        const float v =
+            fmaxf(fmaxf(sm.red[n], sm.red[N + n]), fmaxf(sm.red[2 * N + n], sm.red[3 * N + n]));
         const float mn = fmaxf(m[c], v);
         const float base = mn == NegInf() ? 0.0f : mn;  // nothing visible yet: avoid inf - inf
         alpha[c] = Exp2(m[c] - base);
@@ -247,7 +248,8 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
       const long long base = (static_cast<long long>(s.qo_start) * NUM_HEADS + row);
       u32 w[8];
 #pragma unroll
-      for (int b = 0; b < 8; ++b) w[b] = PackBf16x2(o[b][4 * j + e] * inv, o[b][4 * j + 2 + e] * inv);
+      for (int b = 0; b < 8; ++b)
+        w[b] = PackBf16x2(o[b][4 * j + e] * inv, o[b][4 * j + 2 + e] * inv);
       uint4* out = reinterpret_cast<uint4*>(static_cast<u16*>(p.out) + base * HEAD_DIM_V + dim0);
       out[0] = make_uint4(w[0], w[1], w[2], w[3]);
       out[1] = make_uint4(w[4], w[5], w[6], w[7]);
@@ -269,17 +271,9 @@ MLA_INLINE void DecodeCta(const MlaDecodeParams& p) {
   extern __shared__ __align__(128) u8 mla_smem[];
   const Smem sm = CarveSmem(mla_smem);
   const float q_scale = Q_MODE == Q_MODE_FP8 ? QScaleFromAmax(*p.q_amax) : 1.0f;
-  const int begin = p.work_indptr[blockIdx.x], end = p.work_indptr[blockIdx.x + 1];
-  if (begin >= end) return;
-  MlaWorkItem item = p.work[begin];
-  MlaSeqInfo seq = LoadSeq(p, item.seq);
-  for (int w = begin; w < end; ++w) {
-    const MlaWorkItem next = w + 1 < end ? p.work[w + 1] : item;
-    MlaSeqInfo next_seq;
-    ProcessItem(p, item, seq, sm, q_scale, next, next_seq);
-    item = next;
-    seq = next_seq;
-  }
+  ForEachWorkItem(
+      p, [&](const MlaWorkItem& item, const MlaSeqInfo& seq, const MlaWorkItem& next,
+             MlaSeqInfo& next_seq) { ProcessItem(p, item, seq, sm, q_scale, next, next_seq); });
 }
 
 }  // namespace mla_wgmma

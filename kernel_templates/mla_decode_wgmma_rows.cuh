@@ -240,15 +240,7 @@ MLA_INLINE float LoadQ(const MlaDecodeParams& p, const MlaSeqInfo& s, int row_st
   if (RESCALE) {
     u32 m2 = 0;  // bf16x2 running max of |q|
 #pragma unroll
-    for (int i = 0; i < PASSES; ++i) {
-      const u32 w[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        asm("{\n.reg .b32 a;\nabs.bf16x2 a, %1;\nmax.bf16x2 %0, %0, a;\n}\n"
-            : "+r"(m2)
-            : "r"(w[j]));
-      }
-    }
+    for (int i = 0; i < PASSES; ++i) mla_wgmma::AbsMaxBf16x8(m2, v[i]);
     float amax = fmaxf(Bf16ToFloat(m2 & 0xffffu), Bf16ToFloat(m2 >> 16));
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
@@ -257,13 +249,7 @@ MLA_INLINE float LoadQ(const MlaDecodeParams& p, const MlaSeqInfo& s, int row_st
     amax = sm.red[0];
 #pragma unroll
     for (int w = 1; w < NUM_THREADS / 32; ++w) amax = fmaxf(amax, sm.red[w]);
-    int e = 0;
-    if (amax > 0.0f) {
-      const int amax_exp = static_cast<int>((__float_as_uint(amax) >> 23) & 0xffu) - 127;
-      e = min(max(13 - amax_exp, -126), 126);  // amax * 2^e in [2^13, 2^14)
-    }
-    up = __uint_as_float(static_cast<u32>(e + 127) << 23);
-    back = __uint_as_float(static_cast<u32>(127 - e) << 23);
+    mla_wgmma::F16RangeScale(amax, up, back);
   }
   u8* dst = sm.q + (sub * 64 + row) * 16;
 #pragma unroll
@@ -478,17 +464,9 @@ MLA_INLINE void DecodeCta(const MlaDecodeParams& p) {
   extern __shared__ __align__(1024) u8 mla_smem[];
   const Smem sm = CarveSmem(mla_smem);
   const float q_scale = Q_MODE == Q_MODE_FP8 ? QScaleFromAmax(*p.q_amax) : 1.0f;
-  const int begin = p.work_indptr[blockIdx.x], end = p.work_indptr[blockIdx.x + 1];
-  if (begin >= end) return;
-  MlaWorkItem item = p.work[begin];
-  MlaSeqInfo seq = LoadSeq(p, item.seq);
-  for (int w = begin; w < end; ++w) {
-    const MlaWorkItem next = w + 1 < end ? p.work[w + 1] : item;
-    MlaSeqInfo next_seq;
-    ProcessItem(p, item, seq, sm, q_scale, next, next_seq);
-    item = next;
-    seq = next_seq;
-  }
+  mla_wgmma::ForEachWorkItem(
+      p, [&](const MlaWorkItem& item, const MlaSeqInfo& seq, const MlaWorkItem& next,
+             MlaSeqInfo& next_seq) { ProcessItem(p, item, seq, sm, q_scale, next, next_seq); });
 }
 
 }  // namespace mla_wgmma_rows

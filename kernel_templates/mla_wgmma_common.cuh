@@ -18,19 +18,19 @@ using mla_mma::PackF16x2;
 using mla_mma::SmemAddr;
 
 constexpr int NUM_THREADS = 128;
-constexpr int N = BLOCK_M;   // query rows per tile: the wgmma N
-constexpr int TILE = 64;     // KV tokens per tile: the wgmma M
+constexpr int N = BLOCK_M;  // query rows per tile: the wgmma N
+constexpr int TILE = 64;    // KV tokens per tile: the wgmma M
 constexpr bool FP8 = KV_FORMAT == KV_FORMAT_FP8;
-constexpr int ESIZE = FP8 ? 1 : 2;            // bytes per KV element
-constexpr int ELEMS = 16 / ESIZE;             // KV elements per 16-byte load
-constexpr int STEPS_PER_LOAD = ELEMS / 4;     // k16 steps one 16-byte load feeds
-constexpr int K_STEPS = HEAD_DIM_QK / 16;     // 36
+constexpr int ESIZE = FP8 ? 1 : 2;         // bytes per KV element
+constexpr int ELEMS = 16 / ESIZE;          // KV elements per 16-byte load
+constexpr int STEPS_PER_LOAD = ELEMS / 4;  // k16 steps one 16-byte load feeds
+constexpr int K_STEPS = HEAD_DIM_QK / 16;  // 36
 constexpr int K_BLOCKS = K_STEPS / STEPS_PER_LOAD;
 constexpr int RAW_STRIDE = MlaWgmmaTokenStride(KV_FORMAT);
 constexpr int STAGES = NUM_STAGES;
-constexpr int ROWS_PER_THREAD = N / 4;        // accumulator columns a thread holds
-constexpr int CORE_BYTES = 128;               // one 8 x 16-byte core matrix
-constexpr int STEP_BYTES = N * 32;            // one k16 step of Q^T or P^T
+constexpr int ROWS_PER_THREAD = N / 4;  // accumulator columns a thread holds
+constexpr int CORE_BYTES = 128;         // one 8 x 16-byte core matrix
+constexpr int STEP_BYTES = N * 32;      // one k16 step of Q^T or P^T
 // Independent accumulator sets of QK^T (registers allowing).
 constexpr int S_SETS = N == 16 ? 4 : 2;
 
@@ -89,20 +89,22 @@ MLA_INLINE void FenceProxyAsync() { asm volatile("fence.proxy.async.shared::cta;
 #define MLA_WGMMA_M64N16K16(TYPE)                                                              \
   asm volatile(                                                                                \
       "{\n.reg .pred p;\n.reg .b64 desc;\nsetp.ne.b32 p, %14, 0;\nmov.b64 desc, {%12, %13};\n" \
-      "wgmma.mma_async.sync.aligned.m64n16k16.f32." TYPE "." TYPE " "                          \
+      "wgmma.mma_async.sync.aligned.m64n16k16.f32." TYPE "." TYPE                              \
+      " "                                                                                      \
       "{%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, desc, p, 1, 1, 0;\n}\n"                     \
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),   \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),    \
         "+f"(d[7])                                                                             \
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b.lo), "r"(b.hi), "r"(accumulate))
-#define MLA_WGMMA_M64N32K16(TYPE)                                                              \
-  asm volatile(                                                                                \
-      "{\n.reg .pred p;\n.reg .b64 desc;\nsetp.ne.b32 p, %22, 0;\nmov.b64 desc, {%20, %21};\n" \
-      "wgmma.mma_async.sync.aligned.m64n32k16.f32." TYPE "." TYPE " "                          \
-      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, desc, p, "  \
-      "1, 1, 0;\n}\n"                                                                          \
-      : "+f"(x[0]), "+f"(x[1]), "+f"(x[2]), "+f"(x[3]), "+f"(x[4]), "+f"(x[5]), "+f"(x[6]),   \
-        "+f"(x[7]), "+f"(x[8]), "+f"(x[9]), "+f"(x[10]), "+f"(x[11]), "+f"(x[12]),            \
-        "+f"(x[13]), "+f"(x[14]), "+f"(x[15])                                                  \
+#define MLA_WGMMA_M64N32K16(TYPE)                                                               \
+  asm volatile(                                                                                 \
+      "{\n.reg .pred p;\n.reg .b64 desc;\nsetp.ne.b32 p, %22, 0;\nmov.b64 desc, {%20, %21};\n"  \
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32." TYPE "." TYPE                               \
+      " "                                                                                       \
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, desc, p, "   \
+      "1, 1, 0;\n}\n"                                                                           \
+      : "+f"(x[0]), "+f"(x[1]), "+f"(x[2]), "+f"(x[3]), "+f"(x[4]), "+f"(x[5]), "+f"(x[6]),     \
+        "+f"(x[7]), "+f"(x[8]), "+f"(x[9]), "+f"(x[10]), "+f"(x[11]), "+f"(x[12]), "+f"(x[13]), \
+        "+f"(x[14]), "+f"(x[15])                                                                \
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b.lo), "r"(b.hi), "r"(accumulate))
 MLA_INLINE void Mma(float (&d)[N / 2], const u32 (&a)[4], Desc b, int accumulate) {
   if (N == 16) {
@@ -146,7 +148,51 @@ MLA_INLINE float Exp2(float x) {
   return y;
 }
 
-MLA_INLINE u32 PackOperand(float lo, float hi) { return FP8 ? PackF16x2(lo, hi) : PackBf16x2(lo, hi); }
+MLA_INLINE u32 PackOperand(float lo, float hi) {
+  return FP8 ? PackF16x2(lo, hi) : PackBf16x2(lo, hi);
+}
+
+// Running maximum of |x| over the eight bf16 values of `v`, kept as a bf16x2
+// pair (max.bf16x2 drops NaN like fmaxf).
+MLA_INLINE void AbsMaxBf16x8(u32& m2, const uint4& v) {
+  const u32 w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    asm("{\n.reg .b32 a;\nabs.bf16x2 a, %1;\nmax.bf16x2 %0, %0, a;\n}\n" : "+r"(m2) : "r"(w[j]));
+  }
+}
+
+// fp8 KV multiplies in f16: Q is scaled by up = 2^e so that its largest
+// magnitude lands in [2^13, 2^14) (exact for everything above amax * 2^-27);
+// `back` = 2^-e undoes it in the scores.
+MLA_INLINE void F16RangeScale(float amax, float& up, float& back) {
+  int e = 0;
+  if (amax > 0.0f) {
+    const int amax_exp = static_cast<int>((__float_as_uint(amax) >> 23) & 0xffu) - 127;
+    e = min(max(13 - amax_exp, -126), 126);
+  }
+  up = __uint_as_float(static_cast<u32>(e + 127) << 23);
+  back = __uint_as_float(static_cast<u32>(127 - e) << 23);
+}
+
+// A CTA's work items in order: process(item, seq, next, next_seq) runs one
+// and fetches the sequence record of `next` (the following item, or the same
+// one at the end) into next_seq, so that the next item does not start with a
+// dependent global round trip.
+template <typename Process>
+MLA_INLINE void ForEachWorkItem(const MlaDecodeParams& p, Process&& process) {
+  const int begin = p.work_indptr[blockIdx.x], end = p.work_indptr[blockIdx.x + 1];
+  if (begin >= end) return;
+  MlaWorkItem item = p.work[begin];
+  MlaSeqInfo seq = LoadSeq(p, item.seq);
+  for (int w = begin; w < end; ++w) {
+    const MlaWorkItem next = w + 1 < end ? p.work[w + 1] : item;
+    MlaSeqInfo next_seq;
+    process(item, seq, next, next_seq);
+    item = next;
+    seq = next_seq;
+  }
+}
 
 // P^T entries of this thread: k-step `warp`, k = r (low half) and r + 8 (high
 // half), column n of n8 block j.

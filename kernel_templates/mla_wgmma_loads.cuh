@@ -26,15 +26,16 @@ MLA_INLINE int SwzKey(int t) { return MlaWgmmaSwizzleKey(KV_FORMAT, t); }
 // way; the CPU layout test checks it). The first version computed the full
 // offset per 4-byte word and rescaled in a second pass over shared memory:
 // ncu counted ~5,000 instructions per warp for it, more than two KV tiles.
-MLA_INLINE float LoadQ(const MlaDecodeParams& p, const MlaSeqInfo& s, int row_start,
-                       const Smem& sm, float q_scale) {
-  constexpr int ROW_SETS = N / 16;                    // rows per thread
-  constexpr int CHUNKS = HEAD_DIM_QK / 8 / 8;          // 16-byte chunks per thread and row: 9
+MLA_INLINE float LoadQ(const MlaDecodeParams& p, const MlaSeqInfo& s, int row_start, const Smem& sm,
+                       float q_scale) {
+  constexpr int ROW_SETS = N / 16;             // rows per thread
+  constexpr int CHUNKS = HEAD_DIM_QK / 8 / 8;  // 16-byte chunks per thread and row: 9
   static_assert(NUM_THREADS == 128 && N % 16 == 0, "8 threads per row, 16 rows per pass");
   const int n0 = threadIdx.x >> 3, c8 = threadIdx.x & 7;
   const int rows_total = s.q_len * NUM_HEADS;
   const u16* q = static_cast<const u16*>(p.q) +
-                 (static_cast<long long>(s.qo_start) * NUM_HEADS + row_start) * HEAD_DIM_QK + c8 * 8;
+                 (static_cast<long long>(s.qo_start) * NUM_HEADS + row_start) * HEAD_DIM_QK +
+                 c8 * 8;
   uint4 v[ROW_SETS][CHUNKS];
 #pragma unroll
   for (int h = 0; h < ROW_SETS; ++h) {
@@ -46,25 +47,16 @@ MLA_INLINE float LoadQ(const MlaDecodeParams& p, const MlaSeqInfo& s, int row_st
                       : make_uint4(0, 0, 0, 0);
     }
   }
-  // fp8 KV multiplies in f16: the bf16 Q tile is scaled by 2^e into [2^13, 2^14)
-  // (exact for everything above amax * 2^-27); a8's fp8 values fit f16 as
-  // they are.
+  // fp8 KV multiplies in f16: the bf16 Q tile is scaled into f16 range
+  // (F16RangeScale); a8's fp8 values fit f16 as they are.
   constexpr bool RESCALE = FP8 && Q_MODE == Q_MODE_BF16;
   float up = 1.0f, back = 1.0f;
   if (RESCALE) {
-    u32 m2 = 0;  // bf16x2 running max of |q|; max.bf16x2 drops NaN like fmaxf
+    u32 m2 = 0;  // bf16x2 running max of |q|
 #pragma unroll
     for (int h = 0; h < ROW_SETS; ++h) {
 #pragma unroll
-      for (int i = 0; i < CHUNKS; ++i) {
-        const u32 w[4] = {v[h][i].x, v[h][i].y, v[h][i].z, v[h][i].w};
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          asm("{\n.reg .b32 a;\nabs.bf16x2 a, %1;\nmax.bf16x2 %0, %0, a;\n}\n"
-              : "+r"(m2)
-              : "r"(w[j]));
-        }
-      }
+      for (int i = 0; i < CHUNKS; ++i) AbsMaxBf16x8(m2, v[h][i]);
     }
     float amax = fmaxf(Bf16ToFloat(m2 & 0xffffu), Bf16ToFloat(m2 >> 16));
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -73,13 +65,7 @@ MLA_INLINE float LoadQ(const MlaDecodeParams& p, const MlaSeqInfo& s, int row_st
     if (lane == 0) sm.red[warp] = amax;
     __syncthreads();  // red is next written after the tile loop's first barrier
     amax = fmaxf(fmaxf(sm.red[0], sm.red[1]), fmaxf(sm.red[2], sm.red[3]));
-    int e = 0;
-    if (amax > 0.0f) {
-      const int amax_exp = static_cast<int>((__float_as_uint(amax) >> 23) & 0xffu) - 127;
-      e = min(max(13 - amax_exp, -126), 126);
-    }
-    up = __uint_as_float(static_cast<u32>(e + 127) << 23);
-    back = __uint_as_float(static_cast<u32>(127 - e) << 23);
+    F16RangeScale(amax, up, back);
   }
 #pragma unroll
   for (int h = 0; h < ROW_SETS; ++h) {
@@ -197,8 +183,8 @@ struct VRaw {
   uint4 t[4][ESIZE];
 };
 struct VAddr {
-  const u8* quad_row;     // token 2q of stage 0; LoadV adds the rest of MlaWgmmaVToken
-  int off[2][ESIZE];      // [token & 1][chunk]: byte offset within the token
+  const u8* quad_row;  // token 2q of stage 0; LoadV adds the rest of MlaWgmmaVToken
+  int off[2][ESIZE];   // [token & 1][chunk]: byte offset within the token
 };
 MLA_INLINE VAddr MakeVAddr(const u8* raw, int warp, int r, int quad) {
   VAddr v;
@@ -206,7 +192,8 @@ MLA_INLINE VAddr MakeVAddr(const u8* raw, int warp, int r, int quad) {
 #pragma unroll
   for (int odd = 0; odd < 2; ++odd) {
 #pragma unroll
-    for (int h = 0; h < ESIZE; ++h) v.off[odd][h] = MlaWgmmaVChunkOffset(KV_FORMAT, warp, r, quad, odd, h);
+    for (int h = 0; h < ESIZE; ++h)
+      v.off[odd][h] = MlaWgmmaVChunkOffset(KV_FORMAT, warp, r, quad, odd, h);
   }
   return v;
 }
@@ -216,7 +203,8 @@ MLA_INLINE VRaw LoadV(const VAddr& va, int tile_off, int step) {
   for (int t = 0; t < 4; ++t) {
     const u8* row = va.quad_row + tile_off + (16 * step + (t % 2) + 8 * (t / 2)) * RAW_STRIDE;
 #pragma unroll
-    for (int h = 0; h < ESIZE; ++h) v.t[t][h] = *reinterpret_cast<const uint4*>(row + va.off[t % 2][h]);
+    for (int h = 0; h < ESIZE; ++h)
+      v.t[t][h] = *reinterpret_cast<const uint4*>(row + va.off[t % 2][h]);
   }
   return v;
 }

@@ -29,7 +29,10 @@ using ::testing::HasSubstr;
 
 std::string FreshDir(const std::string& name) {
   std::string dir = ::testing::TempDir() + "/" + name + "_" + std::to_string(getpid());
-  EXPECT_EQ(std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "' && chmod 700 '" + dir + "'").c_str()), 0);
+  EXPECT_EQ(
+      std::system(
+          ("rm -rf '" + dir + "' && mkdir -p '" + dir + "' && chmod 700 '" + dir + "'").c_str()),
+      0);
   return dir;
 }
 
@@ -51,13 +54,17 @@ std::shared_ptr<cache::KernelCache> DiskCache(const std::string& dir, bool disab
 }
 
 // Skips the calling test when the compiler for `arch` cannot be loaded here.
-#define REQUIRE_COMPILER(arch)                                                     \
-  do {                                                                             \
-    auto c_ = CompilerForArch(arch);                                               \
+#define REQUIRE_COMPILER(arch)                                                       \
+  do {                                                                               \
+    auto c_ = CompilerForArch(arch);                                                 \
     if (!c_.ok()) GTEST_SKIP() << "no compiler for " << arch << ": " << c_.status(); \
   } while (0)
 
-bool IsElf(const std::string& b) { return b.size() > 4 && b.compare(0, 4, "\x7f" "ELF") == 0; }
+bool IsElf(const std::string& b) {
+  return b.size() > 4 && b.compare(0, 4,
+                                   "\x7f"
+                                   "ELF") == 0;
+}
 
 void CompileEveryTemplate(const std::string& arch) {
   auto kc = KernelCompiler::Create(MemoryCache());
@@ -135,6 +142,29 @@ TEST(JitCompile, EveryTemplateCompilesWithNvrtcForSm90a) {
   CompileEveryTemplate("sm_90a");
 }
 
+// An sm_90a spec with the tile shape the policy picks, ready to compile.
+KernelSpec Sm90aSpec(int heads, int q_len, KvFormat kv, QMode q_mode, int page_size,
+                     const plan::TileShape& t) {
+  KernelSpec spec;
+  spec.num_heads = heads;
+  spec.max_q_len = q_len;
+  spec.kv_format = kv;
+  spec.q_mode = q_mode;
+  spec.page_size = page_size;
+  spec.block_m = t.block_m;
+  spec.block_n = t.block_n;
+  spec.num_warps = t.num_warps;
+  spec.num_stages = t.num_stages;
+  spec.arch = "sm_90a";
+  return spec;
+}
+
+void ExpectCompiles(KernelCompiler& kc, const KernelSpec& spec) {
+  auto entry = kc.GetBinary(spec);
+  ASSERT_TRUE(entry.ok()) << SpecToJson(spec) << ": " << entry.status();
+  EXPECT_TRUE(IsElf((*entry)->payload)) << SpecToJson(spec);
+}
+
 // The sm_90a warpgroup-MMA path (mla_decode_wgmma.cuh) only compiles for the
 // shapes the tile policy picks on sm_90a: compile each of them here, so that a
 // CPU-only build catches a break in it (its inline wgmma PTX included).
@@ -150,20 +180,8 @@ TEST(JitCompile, WarpgroupMmaShapesCompileForSm90a) {
           if (q_mode == QMode::kFp8 && (kv != KvFormat::kFp8E4m3 || page_size != 0)) continue;
           const plan::TileShape t = plan::ChooseTiles("sm_90a", heads, kv);
           ASSERT_TRUE(plan::RunsWgmmaPath("sm_90a", kv, t.block_m, t.block_n, t.num_warps));
-          KernelSpec spec;
-          spec.num_heads = heads;
-          spec.max_q_len = heads == 16 ? 2 : 1;  // 32 rows with 16 heads: two q positions
-          spec.kv_format = kv;
-          spec.q_mode = q_mode;
-          spec.page_size = page_size;
-          spec.block_m = t.block_m;
-          spec.block_n = t.block_n;
-          spec.num_warps = t.num_warps;
-          spec.num_stages = t.num_stages;
-          spec.arch = "sm_90a";
-          auto entry = (*kc)->GetBinary(spec);
-          ASSERT_TRUE(entry.ok()) << SpecToJson(spec) << ": " << entry.status();
-          EXPECT_TRUE(IsElf((*entry)->payload)) << SpecToJson(spec);
+          // 32 rows with 16 heads: two q positions.
+          ExpectCompiles(**kc, Sm90aSpec(heads, heads == 16 ? 2 : 1, kv, q_mode, page_size, t));
           ++compiled;
         }
       }
@@ -186,21 +204,9 @@ TEST(JitCompile, SixtyFourRowWgmmaShapesCompileForSm90a) {
         const int q_len = page_size == 0 ? 4 : 1;
         const plan::TileShape t = plan::ChooseTiles("sm_90a", heads * q_len, kv);
         ASSERT_TRUE(plan::RunsWgmmaRowsPath("sm_90a", kv, t.block_m, t.block_n, t.num_warps));
-        KernelSpec spec;
-        spec.num_heads = heads;
-        spec.max_q_len = q_len;
-        spec.kv_format = kv;
-        spec.q_mode = q_mode;
-        spec.page_size = page_size;
+        KernelSpec spec = Sm90aSpec(heads, q_len, kv, q_mode, page_size, t);
         spec.causal = page_size == 0;
-        spec.block_m = t.block_m;
-        spec.block_n = t.block_n;
-        spec.num_warps = t.num_warps;
-        spec.num_stages = t.num_stages;
-        spec.arch = "sm_90a";
-        auto entry = (*kc)->GetBinary(spec);
-        ASSERT_TRUE(entry.ok()) << SpecToJson(spec) << ": " << entry.status();
-        EXPECT_TRUE(IsElf((*entry)->payload)) << SpecToJson(spec);
+        ExpectCompiles(**kc, spec);
         ++compiled;
       }
     }
@@ -218,7 +224,8 @@ TEST(JitCompile, EveryTemplateCompilesWithHiprtcForGfx90a) {
 TEST(JitCompile, CompilerIdentityNamesVersionAndBuild) {
   REQUIRE_COMPILER("sm_90a");
   Compiler* c = *NvrtcCompiler();
-  EXPECT_THAT(c->Identity(), ::testing::MatchesRegex("nvrtc [0-9]+\\.[0-9]+ \\(.*probe [0-9a-f]{16}\\)"));
+  EXPECT_THAT(c->Identity(),
+              ::testing::MatchesRegex("nvrtc [0-9]+\\.[0-9]+ \\(.*probe [0-9a-f]{16}\\)"));
   EXPECT_TRUE(c->CheckArch("sm_90a").ok());
   EXPECT_TRUE(c->CheckArch("sm_80").ok());
   EXPECT_EQ(c->CheckArch("sm_42").code(), absl::StatusCode::kUnimplemented);
@@ -267,9 +274,9 @@ TEST(JitCompile, BrokenTemplateIsInternalWithLogOptionsAndSavedSource) {
   ASSERT_FALSE(e.ok());
   EXPECT_EQ(e.status().code(), absl::StatusCode::kInternal);
   std::string msg(e.status().message());
-  EXPECT_THAT(msg, HasSubstr("undeclared_identifier_16"));        // the compiler log
-  EXPECT_THAT(msg, HasSubstr("broken.cu(3)"));                     // with the template's line
-  EXPECT_THAT(msg, HasSubstr("--gpu-architecture=sm_90a"));        // the options
+  EXPECT_THAT(msg, HasSubstr("undeclared_identifier_16"));   // the compiler log
+  EXPECT_THAT(msg, HasSubstr("broken.cu(3)"));               // with the template's line
+  EXPECT_THAT(msg, HasSubstr("--gpu-architecture=sm_90a"));  // the options
   EXPECT_THAT(msg, HasSubstr(SpecName(spec)));
   size_t at = msg.find("rendered source saved to ");
   ASSERT_NE(at, std::string::npos) << msg;
