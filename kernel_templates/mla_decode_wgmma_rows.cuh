@@ -46,6 +46,7 @@
 #define MLAJIT_KERNEL_TEMPLATES_MLA_DECODE_WGMMA_ROWS_CUH_
 
 #include "mla_wgmma_common.cuh"
+#include "mla_wgmma_rows_layout.h"
 #include "mla_wgmma_ss.cuh"
 
 namespace mla_wgmma_rows {
@@ -104,12 +105,12 @@ MLA_INLINE Desc Swizzled128(const u8* base, u32 lbo, u32 sbo) {
   d.hi |= 1u << 30;
   return d;
 }
-// K for S: k-step k is .At(KStepOffset(k)).
+// K for S: k-step k is .At(MlaRowsKStepOffset(k)).
 MLA_INLINE Desc KOperand(const u8* kv) { return Swizzled128(kv, 16, 1024); }
-MLA_INLINE int KStepOffset(int k) { return (k / 4) * BLOCK_BYTES + (k % 4) * 32; }
-// V for P V, dims [256 wg, 256 wg + 256): k-step k (16 tokens) is .At(k * 2048).
+// V for P V, dims [256 wg, 256 wg + 256): k-step k (16 tokens) is
+// .At(MlaRowsVStepOffset(k)).
 MLA_INLINE Desc VOperand(const u8* kv, int wg) {
-  return Swizzled128(kv + wg * 4 * BLOCK_BYTES, BLOCK_BYTES, 1024);
+  return Swizzled128(kv + MlaRowsVBase(wg), BLOCK_BYTES, 1024);
 }
 
 // ---- loads --------------------------------------------------------------
@@ -126,11 +127,11 @@ MLA_INLINE void IssueTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0,
   const u8* kv = static_cast<const u8*>(p.kv);
 #pragma unroll
   for (int pass = 0; pass < TILE / 32; ++pass) {
-    const int tok = pass * 32 + warp * 4 + (lane >> 3);
+    const int tok = MlaRowsCopyToken(warp, lane, pass);
     const int j = j0 + tok;
     const bool valid = j < kv_hi;
     const u8* src = kv + KvSlot<PAGE_SIZE>(p, s, valid ? j : j0) * TOKEN_BYTES + c0 * 16;
-    u8* dst = sm.kv + buf * OPERAND_BYTES + tok * 128 + ((c0 ^ (tok & 7)) << 4);
+    u8* dst = sm.kv + buf * OPERAND_BYTES + MlaRowsKvRowOffset(tok, c0);
 #pragma unroll
     for (int b = 0; b < HEAD_DIM_QK / 64; ++b) {
       mla_wgmma::CpAsync16(dst + b * BLOCK_BYTES, src + b * 128, valid);
@@ -158,7 +159,7 @@ constexpr int FP8_LOADS =
 // 128-byte lines), so that ConvertTile finds it there a tile later.
 MLA_INLINE void PrefetchTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0, int kv_hi) {
   const int lane = threadIdx.x & 31, c0 = lane & 7;
-  const int t0 = 4 * ((threadIdx.x >> 5) & 3) + (lane >> 3);
+  const int t0 = MlaRowsFp8Token((threadIdx.x >> 5) & 3, lane, 0);
   if (c0 >= 5) return;
 #pragma unroll
   for (int pass = 0; pass < FP8_PASSES; ++pass) {
@@ -180,7 +181,7 @@ MLA_INLINE void PrefetchTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int 
 MLA_INLINE void ConvertTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0, int kv_hi,
                             u8* dst) {
   const int lane = threadIdx.x & 31, c0 = lane & 7;
-  const int t0 = 4 * ((threadIdx.x >> 5) & 3) + (lane >> 3);
+  const int t0 = MlaRowsFp8Token((threadIdx.x >> 5) & 3, lane, 0);
   uint4 v[FP8_PASSES][FP8_LOADS];
 #pragma unroll
   for (int pass = 0; pass < FP8_PASSES; ++pass) {
@@ -195,9 +196,8 @@ MLA_INLINE void ConvertTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j
     }
   }
   const bool swap = c0 >= 4;
-  const int first = (((2 * c0) & 7) + (swap ? 1 : 0)) ^ (t0 & 7);
-  const int second = (((2 * c0) & 7) + (swap ? 0 : 1)) ^ (t0 & 7);
-  u8* base = dst + (c0 >> 2) * BLOCK_BYTES + t0 * 128;
+  const int first = MlaRowsFp8Slot(c0, t0, 0), second = MlaRowsFp8Slot(c0, t0, 1);
+  u8* base = dst + MlaRowsFp8RowBase(c0, t0);
 #pragma unroll
   for (int pass = 0; pass < FP8_PASSES; ++pass) {
 #pragma unroll
@@ -251,7 +251,7 @@ MLA_INLINE float LoadQ(const MlaDecodeParams& p, const MlaSeqInfo& s, int row_st
     for (int w = 1; w < NUM_THREADS / 32; ++w) amax = fmaxf(amax, sm.red[w]);
     mla_wgmma::F16RangeScale(amax, up, back);
   }
-  u8* dst = sm.q + (sub * 64 + row) * 16;
+  u8* dst = sm.q + MlaRowsChunkedOffset(row, sub);
 #pragma unroll
   for (int i = 0; i < PASSES; ++i) {
     u32 w[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
@@ -340,7 +340,8 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
       Fence();
 #pragma unroll
       for (int k = 0; k < K_STEPS; ++k) {
-        SsM64N64K16<BF16_OPS>(sc, q_desc.At(k * STEP_BYTES), k_desc.At(KStepOffset(k)), k > 0);
+        SsM64N64K16<BF16_OPS>(sc, q_desc.At(k * STEP_BYTES), k_desc.At(MlaRowsKStepOffset(k)),
+                              k > 0);
       }
       Commit();
       Wait<0>();
@@ -406,7 +407,7 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
     Fence();
 #pragma unroll
     for (int k = 0; k < TILE / 16; ++k) {
-      SsM64N256K16<BF16_OPS>(o, p_desc.At(k * STEP_BYTES), v_desc.At(k * 2048), 1);
+      SsM64N256K16<BF16_OPS>(o, p_desc.At(k * STEP_BYTES), v_desc.At(MlaRowsVStepOffset(k)), 1);
     }
     Commit();
     Wait<0>();

@@ -1,0 +1,68 @@
+// Where the sm_90a 64-row decode path (mla_decode_wgmma_rows.cuh) keeps bytes
+// in shared memory and which thread moves which. Plain C++ with no includes
+// (include mla_params.h first), so that the CPU tests can check what the
+// kernel's speed and correctness rest on: every tile position is written
+// exactly once, the swizzled offsets are the hardware's 128-byte swizzle, and
+// each quarter warp's 16-byte accesses reach 8 different bank groups
+// (tests/unit/plan_wgmma_rows_layout_test.cc). Offsets are in bytes; all
+// arguments are non-negative, so the masks and shifts below are the divisions
+// and remainders they stand for.
+#ifndef MLAJIT_KERNEL_TEMPLATES_MLA_WGMMA_ROWS_LAYOUT_H_
+#define MLAJIT_KERNEL_TEMPLATES_MLA_WGMMA_ROWS_LAYOUT_H_
+
+// ---- operand tiles ----------------------------------------------------------
+// The KV operand (64 tokens x 576 16-bit dims, 128-byte swizzle): 16-byte chunk
+// c (dims 8c .. 8c + 7) of token t. Blocks of 64 dims are 8 KB apart; in a
+// block, token t is the 128-byte row t and its chunk c % 8 sits at position
+// (c % 8) ^ (t % 8) (MlaRowsKvRowOffset, c < 8).
+MLA_HOST_DEVICE constexpr int MlaRowsKvRowOffset(int t, int c) {
+  return t * 128 + ((c ^ (t & 7)) << 4);
+}
+MLA_HOST_DEVICE constexpr int MlaRowsKvOffset(int t, int c) {
+  return (c >> 3) * 8192 + MlaRowsKvRowOffset(t, c & 7);
+}
+
+// Descriptor starts (relative to the tile) of k-step k. For S (K-major, 16
+// dims a step): block k / 4, 32 bytes a step inside the block, where the
+// hardware swizzles the address as it reads. For P V (MN-major through the
+// transpose bit, 16 tokens a step): 16 token rows a step, from the base of
+// warpgroup wg's 256 dims (blocks 4 wg .. 4 wg + 3).
+MLA_HOST_DEVICE constexpr int MlaRowsKStepOffset(int k) { return (k >> 2) * 8192 + (k & 3) * 32; }
+MLA_HOST_DEVICE constexpr int MlaRowsVBase(int wg) { return wg * 4 * 8192; }
+MLA_HOST_DEVICE constexpr int MlaRowsVStepOffset(int k) { return k * 2048; }
+
+// Q and P (64 rows, K-major without swizzle): 16-byte chunk c of row x.
+MLA_HOST_DEVICE constexpr int MlaRowsChunkedOffset(int x, int c) { return (c * 64 + x) * 16; }
+
+// ---- who moves what ------------------------------------------------------------
+// bf16 tile copy (all 256 threads, cp.async): pass p (0, 1) of warp w copies
+// token 32 p + 4 w + lane / 8, and of it chunks lane % 8 + 8 b (block b), to
+// MlaRowsKvRowOffset(token, lane % 8) + 8192 b.
+MLA_HOST_DEVICE constexpr int MlaRowsCopyToken(int warp, int lane, int pass) {
+  return 32 * pass + 4 * warp + (lane >> 3);
+}
+
+// fp8 (warpgroup 1, warp w = 0..3 of it): pass p (0..3) loads token
+// t = t0 + 16 p, t0 = 4 w + lane / 8, and of it the 16-byte chunks
+// c = c0 + 8 i of 36, c0 = lane % 8 (16 codes each). Chunk c becomes f16
+// chunks 2c and 2c + 1, in block c / 4 = c0 / 4 + 2 i; lanes with c0 >= 4
+// store 2c + 1 first, so that the 8 lanes of a quarter store to 8 different
+// positions in each of the two stores (`which` 0 and 1). The kernel stores at
+//   MlaRowsFp8RowBase(c0, t0) + 2048 p + 16384 i + (MlaRowsFp8Slot(c0, t0, which) << 4).
+MLA_HOST_DEVICE constexpr int MlaRowsFp8Token(int w, int lane, int pass) {
+  return 16 * pass + 4 * w + (lane >> 3);
+}
+MLA_HOST_DEVICE constexpr int MlaRowsFp8StoreChunk(int c0, int i, int which) {
+  return 2 * (c0 + 8 * i) + ((c0 >= 4 ? 1 : 0) ^ which);
+}
+MLA_HOST_DEVICE constexpr int MlaRowsFp8RowBase(int c0, int t0) {
+  return (c0 >> 2) * 8192 + t0 * 128;
+}
+MLA_HOST_DEVICE constexpr int MlaRowsFp8Slot(int c0, int t0, int which) {
+  return (((2 * c0) & 7) + ((c0 >= 4 ? 1 : 0) ^ which)) ^ (t0 & 7);
+}
+
+// Q load (all 256 threads): thread tid takes row tid / 4 and its 16-byte
+// chunks tid % 4 + 4 i, stored at MlaRowsChunkedOffset.
+
+#endif  // MLAJIT_KERNEL_TEMPLATES_MLA_WGMMA_ROWS_LAYOUT_H_
