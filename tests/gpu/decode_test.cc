@@ -1,7 +1,8 @@
 // GPU decode against the CPU reference on fresh random inputs, outputs poisoned
-// first: every KV format x Q mode, head counts, q_len and causality, batch
-// sizes, skewed and empty sequences, paged layouts, repeated calls, changing
-// layouts, concurrent threads. Skips with a reason when no GPU is present.
+// first: every KV format x Q mode, head counts, q_len and causality, 64-row
+// tiles, batch sizes, skewed and empty sequences, paged layouts, repeated
+// calls, changing layouts, concurrent threads. Skips with a reason when no GPU
+// is present.
 #include <memory>
 #include <string>
 #include <thread>
