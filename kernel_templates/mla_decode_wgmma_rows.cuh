@@ -152,8 +152,8 @@ MLA_INLINE uint4 LoadGlobal16(const u8* src) {
 // c0 + 8 i, c0 = lane % 8 (16 codes, dims 16 c .. 16 c + 15): a quarter warp
 // reads one token's 128 contiguous bytes.
 constexpr int FP8_PASSES = TILE / 16;  // tokens per thread
-constexpr int FP8_LOADS =
-    (TOKEN_CHUNKS + 7) / 8;  // chunks per token and thread (the fifth: c0 < 4)
+// 16-byte chunks per token and thread: 5, the fifth only for c0 < 4.
+constexpr int FP8_LOADS = (TOKEN_CHUNKS + 7) / 8;
 
 // Asks L2 for tile [j0, j0 + TILE) (each token's 576 bytes span at most five
 // 128-byte lines), so that ConvertTile finds it there a tile later.
