@@ -56,17 +56,18 @@ using mla_wgmma::Desc;
 using mla_wgmma::Exp2;
 using mla_wgmma::Fence;
 using mla_wgmma::FenceProxyAsync;
+using mla_wgmma::FP8;
+using mla_wgmma::PackOperand;  // f16 for fp8 KV, bf16 for bf16 KV
 using mla_wgmma::PinAccumulators;
+using mla_wgmma::STAGES;
 using mla_wgmma::Wait;
 using mla_wgmma_ss::SsM64N256K16;
 using mla_wgmma_ss::SsM64N64K16;
 
 constexpr bool ELIGIBLE = MlaWgmmaRowsEligible(KV_FORMAT, BLOCK_M, BLOCK_N, NUM_WARPS);
 constexpr int NUM_THREADS = 256;
-constexpr int ROWS = 64;  // query rows per tile: the wgmma M
-constexpr int TILE = 64;  // KV tokens per tile
-constexpr int STAGES = NUM_STAGES;
-constexpr bool FP8 = KV_FORMAT == KV_FORMAT_FP8;
+constexpr int ROWS = 64;              // query rows per tile: the wgmma M
+constexpr int TILE = 64;              // KV tokens per tile
 constexpr bool BF16_OPS = !FP8;       // operand type: bf16 for bf16 KV, else f16
 constexpr int CHUNK_BYTES = 64 * 16;  // one column chunk of 64 entries
 constexpr int OPERAND_BYTES = HEAD_DIM_QK / 8 * CHUNK_BYTES;  // 64 x 576 16-bit: 73728
@@ -91,10 +92,6 @@ MLA_INLINE Smem CarveSmem(u8* base) {
   m.alpha = reinterpret_cast<float*>(m.p + TILE * ROWS * 2);
   m.red = m.alpha + ROWS;
   return m;
-}
-
-MLA_INLINE u32 PackOperand(float lo, float hi) {
-  return FP8 ? mla_wgmma::PackF16x2(lo, hi) : PackBf16x2(lo, hi);
 }
 
 // A chunked tile (Q, P) as a K-major operand; k-step k is .At(k * STEP_BYTES).
