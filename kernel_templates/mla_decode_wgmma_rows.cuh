@@ -144,23 +144,23 @@ MLA_INLINE uint4 LoadGlobal16(const u8* src) {
   return v;
 }
 
-// fp8, warpgroup 1: thread (warp w of the warpgroup, lane) takes tokens
-// t0 + 16 pass, t0 = 4 w + lane / 8, and of each the 16-byte chunks
-// c0 + 8 i, c0 = lane % 8 (16 codes, dims 16 c .. 16 c + 15): a quarter warp
-// reads one token's 128 contiguous bytes.
-constexpr int FP8_PASSES = TILE / 16;  // tokens per thread
-// 16-byte chunks per token and thread: 5, the fifth only for c0 < 4.
-constexpr int FP8_LOADS = (TOKEN_CHUNKS + 7) / 8;
+// fp8, warpgroup 1: each quarter warp takes four tokens as two pairs, and
+// each lane nine 16-byte chunks of a pair (MlaRowsFp8Token, mla_wgmma_rows_layout.h):
+// 72 registers hold a whole tile, so that loads for the next tile can be in
+// flight while the warpgroup waits for P V with its 128 accumulators.
+constexpr int FP8_PAIRS = TILE / 32;                    // token pairs per quarter warp
+constexpr int FP8_PAIR_LOADS = 2 * TOKEN_CHUNKS / 8;    // 16-byte chunks per lane and pair: 9
+static_assert(!FP8 || 2 * TOKEN_CHUNKS % 8 == 0, "a pair's chunks spread evenly over 8 lanes");
 
 // Asks L2 for tile [j0, j0 + TILE) (each token's 576 bytes span at most five
-// 128-byte lines), so that ConvertTile finds it there a tile later.
+// 128-byte lines), so that LoadRawTile finds it there a tile later.
 MLA_INLINE void PrefetchTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0, int kv_hi) {
   const int lane = threadIdx.x & 31, c0 = lane & 7;
-  const int t0 = MlaRowsFp8Token((threadIdx.x >> 5) & 3, lane, 0);
+  const int t0 = MlaRowsFp8Token((threadIdx.x >> 5) & 3, lane, 0, 0);
   if (c0 >= 5) return;
 #pragma unroll
-  for (int pass = 0; pass < FP8_PASSES; ++pass) {
-    const int j = j0 + t0 + 16 * pass;
+  for (int k = 0; k < TILE / 16; ++k) {
+    const int j = j0 + t0 + 16 * k;
     if (j < kv_hi) {
       const u8* src = static_cast<const u8*>(p.kv) + KvSlot<PAGE_SIZE>(p, s, j) * 576 + c0 * 128;
       asm volatile("prefetch.global.L2 [%0];\n" ::"l"(src));
@@ -168,39 +168,50 @@ MLA_INLINE void PrefetchTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int 
   }
 }
 
-// fp8, warpgroup 1: KV positions [j0, j0 + TILE) -> the f16 operand tile at
-// `dst`, loaded into registers (all loads in flight before the first
-// conversion) and converted there; positions at or past kv_hi become zeros.
-// Chunk c yields f16 chunks 2c and 2c + 1 of block c / 4 = c0 / 4 + 2 i, at
-// positions (2 c0 % 8) ^ (t0 % 8) and the next one; lanes c0 >= 4 store
-// their second chunk first, so that each store of a quarter warp covers
-// eight bank groups.
-MLA_INLINE void ConvertTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0, int kv_hi,
-                            u8* dst) {
+// fp8, warpgroup 1: a tile as stored, in registers.
+struct RawTile {
+  uint4 v[FP8_PAIRS][FP8_PAIR_LOADS];
+};
+
+// Starts loading KV positions [j0, j0 + TILE) into `r` (positions at or past
+// kv_hi, and threads with `load` false, get zeros). Every thread assigns all
+// of `r`, so that the value is dead wherever it is not used and warpgroup 0
+// does not carry it through S and the softmax.
+MLA_INLINE void LoadRawTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0, int kv_hi,
+                            bool load, RawTile& r) {
   const int lane = threadIdx.x & 31, c0 = lane & 7;
-  const int t0 = MlaRowsFp8Token((threadIdx.x >> 5) & 3, lane, 0);
-  uint4 v[FP8_PASSES][FP8_LOADS];
+  const int t0 = MlaRowsFp8Token((threadIdx.x >> 5) & 3, lane, 0, 0);
+  const u8* kv = static_cast<const u8*>(p.kv);
 #pragma unroll
-  for (int pass = 0; pass < FP8_PASSES; ++pass) {
-    const int j = j0 + t0 + 16 * pass;
-    const bool valid = j < kv_hi;
-    const u8* src =
-        static_cast<const u8*>(p.kv) + KvSlot<PAGE_SIZE>(p, s, valid ? j : j0) * 576 + c0 * 16;
+  for (int pair = 0; pair < FP8_PAIRS; ++pair) {
+    // Chunk i of this lane is at 16 (c0 + 8 i - 36 half) in token `half`.
+    const int ja = j0 + t0 + 32 * pair, jb = ja + 16;
+    const bool valid_a = load && ja < kv_hi, valid_b = load && jb < kv_hi;
+    // No page id is read for a position that is not loaded: j0 itself may lie
+    // past the sequence (a tile beyond the last, or warpgroup 0's call).
+    const long long slot_a = valid_a ? KvSlot<PAGE_SIZE>(p, s, ja) : 0;
+    const long long slot_b = valid_b ? KvSlot<PAGE_SIZE>(p, s, jb) : 1;
+    const u8* src_a = kv + slot_a * 576 + c0 * 16;
+    const u8* src_b = kv + (slot_b - 1) * 576 + c0 * 16;
 #pragma unroll
-    for (int i = 0; i < FP8_LOADS; ++i) {
-      const bool load = valid && c0 + 8 * i < TOKEN_CHUNKS;
-      v[pass][i] = load ? LoadGlobal16(src + i * 128) : make_uint4(0, 0, 0, 0);
+    for (int i = 0; i < FP8_PAIR_LOADS; ++i) {
+      const bool b = MlaRowsFp8Half(c0, i) == 1;
+      r.v[pair][i] =
+          (b ? valid_b : valid_a) ? LoadGlobal16((b ? src_b : src_a) + i * 128) : make_uint4(0, 0, 0, 0);
     }
   }
+}
+
+// Converts `r` into the f16 operand tile at `dst` (mla_wgmma_rows_layout.h).
+MLA_INLINE void StoreConverted(const RawTile& r, u8* dst) {
+  const int lane = threadIdx.x & 31, c0 = lane & 7;
+  const int t0 = MlaRowsFp8Token((threadIdx.x >> 5) & 3, lane, 0, 0);
   const bool swap = c0 >= 4;
-  const int first = MlaRowsFp8Slot(c0, t0, 0), second = MlaRowsFp8Slot(c0, t0, 1);
-  u8* base = dst + MlaRowsFp8RowBase(c0, t0);
 #pragma unroll
-  for (int pass = 0; pass < FP8_PASSES; ++pass) {
+  for (int pair = 0; pair < FP8_PAIRS; ++pair) {
 #pragma unroll
-    for (int i = 0; i < FP8_LOADS; ++i) {
-      if (c0 + 8 * i >= TOKEN_CHUNKS) continue;
-      const uint4 w = v[pass][i];
+    for (int i = 0; i < FP8_PAIR_LOADS; ++i) {
+      const uint4 w = r.v[pair][i];
       const u32 x0 = swap ? w.z : w.x, x1 = swap ? w.w : w.y;  // dims of the first chunk stored
       const u32 y0 = swap ? w.x : w.z, y1 = swap ? w.y : w.w;
       uint4 a, b;
@@ -208,9 +219,8 @@ MLA_INLINE void ConvertTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j
       mla_wgmma::Fp8x4ToF16x4(x1, a.z, a.w);
       mla_wgmma::Fp8x4ToF16x4(y0, b.x, b.y);
       mla_wgmma::Fp8x4ToF16x4(y1, b.z, b.w);
-      u8* row = base + pass * 16 * 128 + i * 2 * BLOCK_BYTES;
-      *reinterpret_cast<uint4*>(row + (first << 4)) = a;
-      *reinterpret_cast<uint4*>(row + (second << 4)) = b;
+      *reinterpret_cast<uint4*>(dst + MlaRowsFp8StoreOffset(c0, t0, pair, i, 0)) = a;
+      *reinterpret_cast<uint4*>(dst + MlaRowsFp8StoreOffset(c0, t0, pair, i, 1)) = b;
     }
   }
 }
@@ -298,13 +308,16 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
 #pragma unroll
   for (int i = 0; i < 128; ++i) o[i] = 0.0f;
 
+  RawTile raw;      // fp8: the next tile in flight (warpgroup 1)
   __syncthreads();  // the previous item is done with shared memory
   if (num_tiles > 0) {
     if (FP8) {
       if (wg == 1) {
-        if (num_tiles > 1) PrefetchTile(p, s, kv_lo + TILE, kv_hi);
-        ConvertTile(p, s, kv_lo, kv_hi, sm.kv);
+        LoadRawTile(p, s, kv_lo, kv_hi, true, raw);
+        if (num_tiles > 2) PrefetchTile(p, s, kv_lo + 2 * TILE, kv_hi);
+        StoreConverted(raw, sm.kv);
       }
+      LoadRawTile(p, s, kv_lo + TILE, kv_hi, wg == 1 && num_tiles > 1, raw);
     } else {
 #pragma unroll
       for (int st = 0; st < STAGES - 1; ++st) {
@@ -383,10 +396,9 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
       }
       FenceProxyAsync();  // P -> wgmma reads
     } else if (FP8 && t + 1 < num_tiles) {
-      // Tile t + 1 into the other operand tile: free since barrier (1), as
-      // P V of tile t - 1 was its last reader.
-      if (t + 2 < num_tiles) PrefetchTile(p, s, kv_lo + (t + 2) * TILE, kv_hi);
-      ConvertTile(p, s, kv_lo + (t + 1) * TILE, kv_hi, sm.kv + ((t + 1) % STAGES) * OPERAND_BYTES);
+      // Tile t + 1 (loaded under P V of tile t - 1) into the other operand
+      // tile: free since barrier (1), as P V of tile t - 1 was its last reader.
+      StoreConverted(raw, sm.kv + ((t + 1) % STAGES) * OPERAND_BYTES);
     }
     __syncthreads();  // (2) P and alpha are written
 
@@ -407,6 +419,12 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
       SsM64N256K16<BF16_OPS>(o, p_desc.At(k * STEP_BYTES), v_desc.At(MlaRowsVStepOffset(k)), 1);
     }
     Commit();
+    if (FP8) {
+      // Under P V: warpgroup 1 starts loading tile t + 2 (converted in the
+      // next iteration) and asks L2 for tile t + 3.
+      LoadRawTile(p, s, kv_lo + (t + 2) * TILE, kv_hi, wg == 1 && t + 2 < num_tiles, raw);
+      if (wg == 1 && t + 3 < num_tiles) PrefetchTile(p, s, kv_lo + (t + 3) * TILE, kv_hi);
+    }
     Wait<0>();
     PinAccumulators(o);
   }

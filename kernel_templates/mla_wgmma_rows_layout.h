@@ -42,24 +42,37 @@ MLA_HOST_DEVICE constexpr int MlaRowsCopyToken(int warp, int lane, int pass) {
   return 32 * pass + 4 * warp + (lane >> 3);
 }
 
-// fp8 (warpgroup 1, warp w = 0..3 of it): pass p (0..3) loads token
-// t = t0 + 16 p, t0 = 4 w + lane / 8, and of it the 16-byte chunks
-// c = c0 + 8 i of 36, c0 = lane % 8 (16 codes each). Chunk c becomes f16
-// chunks 2c and 2c + 1, in block c / 4 = c0 / 4 + 2 i; lanes with c0 >= 4
-// store 2c + 1 first, so that the 8 lanes of a quarter store to 8 different
-// positions in each of the two stores (`which` 0 and 1). The kernel stores at
-//   MlaRowsFp8RowBase(c0, t0) + 2048 p + 16384 i + (MlaRowsFp8Slot(c0, t0, which) << 4).
-MLA_HOST_DEVICE constexpr int MlaRowsFp8Token(int w, int lane, int pass) {
-  return 16 * pass + 4 * w + (lane >> 3);
+// fp8 (warpgroup 1, warp w = 0..3 of it): the 8 lanes of quarter q = lane / 8
+// take tokens t0 + 16 k (k = 0..3), t0 = 4 w + q, as two pairs
+// (t0 + 32 pair, t0 + 32 pair + 16): the pair's 72 raw 16-byte chunks of
+// 16 codes, flattened as f = 36 half + c, go to lane f % 8 as its chunk
+// i = f / 8 (nine per lane: 72 registers for a tile, none idle). Chunk i of
+// lane c0 is chunk c = c0 + 8 i - 36 half of the pair's token `half`, so a
+// quarter reads 128 contiguous bytes of one token per load but for i = 4,
+// which reads the first token's last 64 bytes and the second's first 64.
+MLA_HOST_DEVICE constexpr int MlaRowsFp8Token(int w, int lane, int pair, int half) {
+  return 32 * pair + 16 * half + 4 * w + (lane >> 3);
 }
+MLA_HOST_DEVICE constexpr int MlaRowsFp8Half(int c0, int i) { return c0 + 8 * i >= 36 ? 1 : 0; }
+MLA_HOST_DEVICE constexpr int MlaRowsFp8Chunk(int c0, int i) {
+  return c0 + 8 * i - 36 * MlaRowsFp8Half(c0, i);
+}
+// Raw chunk c becomes f16 chunks 2c and 2c + 1 of block c / 4. As 2 x 36 is a
+// multiple of 8, (2c) % 8 = (2 c0) % 8 for both tokens of a pair, and t % 8 is
+// the same for all four tokens of a quarter; lanes with c0 >= 4 store 2c + 1
+// first, so that the 8 lanes of a quarter store to 8 different positions in
+// each of the two stores (`which` 0 and 1).
 MLA_HOST_DEVICE constexpr int MlaRowsFp8StoreChunk(int c0, int i, int which) {
-  return 2 * (c0 + 8 * i) + ((c0 >= 4 ? 1 : 0) ^ which);
-}
-MLA_HOST_DEVICE constexpr int MlaRowsFp8RowBase(int c0, int t0) {
-  return (c0 >> 2) * 8192 + t0 * 128;
+  return 2 * MlaRowsFp8Chunk(c0, i) + ((c0 >= 4 ? 1 : 0) ^ which);
 }
 MLA_HOST_DEVICE constexpr int MlaRowsFp8Slot(int c0, int t0, int which) {
   return (((2 * c0) & 7) + ((c0 >= 4 ? 1 : 0) ^ which)) ^ (t0 & 7);
+}
+// Where store `which` of chunk i of pair `pair` goes, relative to the tile:
+// MlaRowsKvOffset(token, MlaRowsFp8StoreChunk(c0, i, which)).
+MLA_HOST_DEVICE constexpr int MlaRowsFp8StoreOffset(int c0, int t0, int pair, int i, int which) {
+  return (MlaRowsFp8Chunk(c0, i) >> 2) * 8192 +
+         (t0 + 32 * pair + 16 * MlaRowsFp8Half(c0, i)) * 128 + (MlaRowsFp8Slot(c0, t0, which) << 4);
 }
 
 // Q load (all 256 threads): thread tid takes row tid / 4 and its 16-byte
