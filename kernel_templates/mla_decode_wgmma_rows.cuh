@@ -16,15 +16,19 @@
 // with two operand tiles: tile t is read while tile t + 1 is being written.
 //   warpgroup 0: S = Q K^T (36 k-steps of m64n64k16), the online softmax, and
 //                P and the rows' rescale factors into shared memory
-//   warpgroup 1, meanwhile: fp8 loads tile t + 1 from global memory into
-//                registers and converts it into the other operand tile (and
-//                asks L2 for tile t + 2); bf16 tiles arrive by cp.async, which
-//                every thread issues one tile ahead
-//   both:        O[:, 256 wg .. 256 wg + 255] = alpha O + P V (m64n256k16)
+//   warpgroup 1, meanwhile: fp8 converts tile t + 1, already in registers,
+//                into the other operand tile; bf16 tiles arrive by cp.async,
+//                which every thread issues one tile ahead
+//   both:        O[:, 256 wg .. 256 wg + 255] = alpha O + P V (m64n256k16);
+//                fp8: warpgroup 1 issues the loads of tile t + 2 between
+//                issuing P V and waiting for it (and asks L2 for tile t + 3)
 // fp8 conversion (cvt to f16x2, which measures as 16 per clock per SM) would
-// otherwise cost about as much as S itself; here it runs beside S and the softmax. (An
-// earlier version staged fp8 tiles in shared memory and converted them with
-// all 256 threads between the copy and S: 406 us on (128,4,8192,16).)
+// otherwise cost about as much as S itself; here it runs beside S and the
+// softmax. (An earlier version staged fp8 tiles in shared memory and converted
+// them with all 256 threads between the copy and S: 406 us on
+// (128,4,8192,16).) Loads issued earlier, during S, measured slower, most
+// likely as their data returns through the L1/shared-memory path that S
+// reads its operands from.
 //
 // Operand layouts. Q and P (A operands, K-major, no swizzle): a 64 x D matrix
 // of 16-bit values is D / 8 column chunks of 64 x 16 bytes, entry (x, d) at
