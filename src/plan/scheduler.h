@@ -54,8 +54,9 @@ struct ScheduleConfig {
   int num_ctas = 132;
   int block_m = 64;
   int block_n = 32;
-  // Below this, splitting costs more (partials, merge) than the parallelism wins.
-  int min_cost_per_cta = 256;
+  // Below this, splitting costs more (partials, merge) than the parallelism
+  // wins; pieces are never shorter than 2 * block_n tokens either way.
+  int min_cost_per_cta = 64;
 };
 
 // The scheduler's parameters for kernels of shape `tiles` on sm_count SMs.

@@ -162,6 +162,20 @@ TEST(Scheduler, EqualTilesAreCutIntoAlignedPieces) {
   }
 }
 
+// Below 2 * block_n plus a piece's overhead, min_cost_per_cta no longer
+// binds: the 1024-token tiles above get 1024 / 128 = 8 pieces, not 6.
+TEST(Scheduler, PiecesStopAtTwoKvTilesWhenTheCostFloorIsLow) {
+  Layout l = MakeLayout(std::vector<int>(4, 1), std::vector<int>(4, 1024), 32, /*causal=*/true);
+  for (const int min_cost : {64, 128, 224}) {
+    ScheduleConfig cfg{264, 16, 64, min_cost};
+    auto s = BuildSchedule(l.view(), cfg);
+    ASSERT_TRUE(s.ok()) << s.status();
+    CheckInvariants(l, cfg, *s);
+    EXPECT_EQ(s->pieces_per_tile, 8) << min_cost;
+    for (const MlaCombineItem& c : s->combine) EXPECT_EQ(c.num_splits, 8) << min_cost;
+  }
+}
+
 TEST(Scheduler, NearlyEqualTilesKeepTheInvariants) {
   // One short and one empty sequence among equal ones: still the aligned rule
   // (the deficit is small), with fewer pieces for the short tile.

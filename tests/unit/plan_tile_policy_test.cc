@@ -165,7 +165,7 @@ TEST(TilePolicy, TileOverrideReplacesAShapeThatCanRun) {
 TEST(TilePolicy, SplitOverrideTakesATokenCountInRange) {
   TileShape t;
   EXPECT_TRUE(ApplySplitOverride(&t).ok());  // unset: the default stays
-  EXPECT_EQ(t.min_split_cost, 256);
+  EXPECT_EQ(t.min_split_cost, 64);
   {
     ScopedEnv env("MLAJIT_SPLIT_MIN_COST", "128");
     ASSERT_TRUE(ApplySplitOverride(&t).ok());
