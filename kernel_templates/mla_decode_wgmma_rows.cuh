@@ -152,8 +152,8 @@ MLA_INLINE uint4 LoadGlobal16(const u8* src) {
 // each lane nine 16-byte chunks of a pair (MlaRowsFp8Token, mla_wgmma_rows_layout.h):
 // 72 registers hold a whole tile, so that loads for the next tile can be in
 // flight while the warpgroup waits for P V with its 128 accumulators.
-constexpr int FP8_PAIRS = TILE / 32;                    // token pairs per quarter warp
-constexpr int FP8_PAIR_LOADS = 2 * TOKEN_CHUNKS / 8;    // 16-byte chunks per lane and pair: 9
+constexpr int FP8_PAIRS = TILE / 32;                  // token pairs per quarter warp
+constexpr int FP8_PAIR_LOADS = 2 * TOKEN_CHUNKS / 8;  // 16-byte chunks per lane and pair: 9
 static_assert(!FP8 || 2 * TOKEN_CHUNKS % 8 == 0, "a pair's chunks spread evenly over 8 lanes");
 
 // Asks L2 for tile [j0, j0 + TILE) (each token's 576 bytes span at most five
@@ -200,8 +200,8 @@ MLA_INLINE void LoadRawTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j
 #pragma unroll
     for (int i = 0; i < FP8_PAIR_LOADS; ++i) {
       const bool b = MlaRowsFp8Half(c0, i) == 1;
-      r.v[pair][i] =
-          (b ? valid_b : valid_a) ? LoadGlobal16((b ? src_b : src_a) + i * 128) : make_uint4(0, 0, 0, 0);
+      r.v[pair][i] = (b ? valid_b : valid_a) ? LoadGlobal16((b ? src_b : src_a) + i * 128)
+                                             : make_uint4(0, 0, 0, 0);
     }
   }
 }
