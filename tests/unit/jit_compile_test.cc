@@ -160,17 +160,39 @@ KernelSpec Sm90aSpec(int heads, int q_len, KvFormat kv, QMode q_mode, int page_s
   return spec;
 }
 
+// ptxas's resource line for the decode kernel ("N bytes stack frame, N bytes
+// spill stores, ..."), from a log compiled with --ptxas-options=-v; empty when
+// there is none.
+std::string DecodeKernelResources(const std::string& log) {
+  const size_t entry = log.find("entry function 'mla_decode_kernel'");
+  if (entry == std::string::npos) return "";
+  const size_t line = log.find("bytes stack frame", entry);
+  if (line == std::string::npos) return "";
+  const size_t begin = log.rfind('\n', line) + 1;  // npos + 1 == 0
+  return log.substr(begin, log.find('\n', line) - begin);
+}
+
 // Compiles `spec` and checks the compiler log too. ptxas serializes every
 // wgmma of a kernel when it cannot prove a branch around them warp-uniform
 // (info C7520: "wgmma.mma_async instructions are serialized"); the kernel
 // still computes the right result, about 2x slower, so only the log tells.
-void ExpectCompiles(KernelCompiler& kc, const KernelSpec& spec) {
+// With `no_spills`, the decode kernel must also keep everything in registers:
+// the 64-row path runs at 249-255 of them, where a small change can spill.
+void ExpectCompiles(KernelCompiler& kc, const KernelSpec& spec, bool no_spills = false) {
   auto p = kc.Prepare(spec);
   ASSERT_TRUE(p.ok()) << SpecToJson(spec) << ": " << p.status();
-  auto b = p->compiler->Compile(p->source, p->options, spec.arch);
+  std::vector<std::string> options = p->options;
+  options.push_back("--ptxas-options=-v");
+  auto b = p->compiler->Compile(p->source, options, spec.arch);
   ASSERT_TRUE(b.ok()) << SpecToJson(spec) << ": " << b.status();
   EXPECT_TRUE(IsElf(b->binary)) << SpecToJson(spec);
   EXPECT_THAT(b->log, Not(HasSubstr("C7520"))) << SpecToJson(spec) << "\n" << b->log;
+  if (no_spills) {
+    const std::string resources = DecodeKernelResources(b->log);
+    ASSERT_FALSE(resources.empty()) << SpecToJson(spec) << "\n" << b->log;
+    EXPECT_THAT(resources, HasSubstr(" 0 bytes stack frame, 0 bytes spill stores"))
+        << SpecToJson(spec);
+  }
 }
 
 // The sm_90a warpgroup-MMA path (mla_decode_wgmma.cuh) only compiles for the
@@ -214,7 +236,7 @@ TEST(JitCompile, SixtyFourRowWgmmaShapesCompileForSm90a) {
         ASSERT_TRUE(plan::RunsWgmmaRowsPath("sm_90a", kv, t.block_m, t.block_n, t.num_warps));
         KernelSpec spec = Sm90aSpec(heads, q_len, kv, q_mode, page_size, t);
         spec.causal = page_size == 0;
-        ExpectCompiles(**kc, spec);
+        ExpectCompiles(**kc, spec, /*no_spills=*/true);
         ++compiled;
       }
     }
