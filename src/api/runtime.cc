@@ -153,11 +153,10 @@ absl::Status Plan::Prepare(Runtime* runtime, const mlajit_plan_config_t& config,
   runtime_ = runtime;
   config_ = config;
   const gpu::DeviceProperties& props = runtime->properties();
-  plan::TileShape tiles = plan::ChooseTiles(props.arch, max_q_len * config.num_heads,
-                                            static_cast<KvFormat>(config.kv_format), work);
-  MLAJIT_RETURN_IF_ERROR(
-      plan::ApplyTileOverride(props.arch, static_cast<KvFormat>(config.kv_format), &tiles));
-  MLAJIT_RETURN_IF_ERROR(plan::ApplySplitOverride(&tiles));
+  MLAJIT_ASSIGN_OR_RETURN(
+      plan::TileShape tiles,
+      plan::ChooseTilesWithOverrides(props.arch, max_q_len * config.num_heads,
+                                     static_cast<KvFormat>(config.kv_format), work));
   jit::KernelSpec spec;
   spec.num_heads = config.num_heads;
   spec.max_q_len = max_q_len;

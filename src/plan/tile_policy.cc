@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernel_templates/mla_params.h"
+#include "src/base/status_macros.h"
 
 namespace mlajit::plan {
 
@@ -177,6 +178,14 @@ absl::Status ApplySplitOverride(TileShape* t) {
   }
   t->min_split_cost = cost;
   return absl::OkStatus();
+}
+
+absl::StatusOr<TileShape> ChooseTilesWithOverrides(const std::string& arch, int rows_per_sequence,
+                                                   KvFormat kv_format, const BatchWork* work) {
+  TileShape t = ChooseTiles(arch, rows_per_sequence, kv_format, work);
+  MLAJIT_RETURN_IF_ERROR(ApplyTileOverride(arch, kv_format, &t));
+  MLAJIT_RETURN_IF_ERROR(ApplySplitOverride(&t));
+  return t;
 }
 
 }  // namespace mlajit::plan

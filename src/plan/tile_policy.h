@@ -11,6 +11,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 #include "src/base/mla_types.h"
 
@@ -82,6 +83,12 @@ absl::Status ApplyTileOverride(const std::string& arch, KvFormat kv_format, Tile
 // Kernel-development knob: MLAJIT_SPLIT_MIN_COST=<tokens> (64..65536) replaces
 // t->min_split_cost. kInvalidArgument when malformed or out of range.
 absl::Status ApplySplitOverride(TileShape* t);
+
+// ChooseTiles, then both knobs above: the tiles a plan runs with. The runtime
+// and the benchmark's schedule report use it, so that they agree.
+absl::StatusOr<TileShape> ChooseTilesWithOverrides(const std::string& arch, int rows_per_sequence,
+                                                   KvFormat kv_format,
+                                                   const BatchWork* work = nullptr);
 
 }  // namespace mlajit::plan
 

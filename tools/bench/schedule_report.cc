@@ -38,11 +38,10 @@ absl::Status PrintSchedules(
     view.kv_lens = layout.kv_lens;
     MLAJIT_RETURN_IF_ERROR(plan::ValidateLayout(view));
     const plan::BatchWork work = plan::MeasureBatch(view, sm_count);
-    plan::TileShape t =
-        plan::ChooseTiles(arch, config.q_len * config.num_heads, config.kv_format, &work);
-    // The kernel-development knobs apply here as in the runtime (Plan::Prepare).
-    MLAJIT_RETURN_IF_ERROR(plan::ApplyTileOverride(arch, config.kv_format, &t));
-    MLAJIT_RETURN_IF_ERROR(plan::ApplySplitOverride(&t));
+    MLAJIT_ASSIGN_OR_RETURN(
+        const plan::TileShape t,
+        plan::ChooseTilesWithOverrides(arch, config.q_len * config.num_heads, config.kv_format,
+                                       &work));
     const plan::ScheduleConfig sc = plan::ScheduleConfigFor(t, sm_count);
     MLAJIT_ASSIGN_OR_RETURN(plan::Schedule s, plan::BuildSchedule(view, sc));
     int max_items = 0;
