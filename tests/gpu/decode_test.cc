@@ -3,16 +3,22 @@
 // tiles, batch sizes, skewed and empty sequences, paged layouts, repeated
 // calls, changing layouts, concurrent threads. Skips with a reason when no GPU
 // is present.
+#include <cmath>
 #include <memory>
 #include <string>
 #include <thread>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "mlajit/mlajit.h"
+#include "absl/types/span.h"
 #include "src/base/mla_types.h"
+#include "src/reference/batch_generator.h"
+#include "src/reference/compare.h"
+#include "src/reference/formats.h"
 #include "tests/gpu/harness_suite.h"
 #include "tools/harness/decode_harness.h"
 
@@ -104,6 +110,53 @@ TEST_F(GpuDecodeTest, SixtyFourRowTiles) {
         c.batch_size = sh.batch;
         c.page_size = sh.page;
         ExpectMatches(c);
+      }
+    }
+  }
+}
+
+TEST_F(GpuDecodeTest, NanKvCodeReachesItsSequenceOnly) {
+  // An fp8 NaN code (what the quantiser writes for a NaN) in one token's V
+  // dims: the scores of that token are NaN, so every output row of its
+  // sequence is NaN, as in the reference, on every path (the swap-AB path
+  // converts V bytes with integer instructions that read NaN codes as finite,
+  // and relies on K's exact conversion of the same bytes). The other
+  // sequences are unaffected.
+  for (QMode m : {QMode::kBf16, QMode::kFp8}) {
+    for (int q_len : {1, 4}) {  // 16 and 64 rows per sequence
+      BatchConfig c = Base();
+      c.q_mode = m;
+      c.q_len = q_len;
+      c.lengths = LengthDistribution::kFixed;
+      c.seed = FreshSeed();
+      reference::Batch b = reference::GenerateBatch(c);
+      constexpr int kSeq = 1, kToken = 5, kDim = 100;
+      b.kv[static_cast<size_t>(b.kv_indptr[kSeq] + kToken) * KvBytesPerToken(c.kv_format) +
+           kDim] = 0x7f;
+      auto db = harness_->UploadBatch(std::move(b), /*write_lse=*/true);
+      ASSERT_TRUE(db.ok()) << db.status();
+      auto r = harness_->Check(**db, {});
+      ASSERT_TRUE(r.ok()) << r.status();
+      const reference::Batch& got = (*db)->batch;
+      std::vector<uint16_t> out((*db)->ref_out.size());
+      ASSERT_TRUE(harness_->backend()
+                      ->MemcpyDtoH(harness_->device(), out.data(), (*db)->out.ptr(),
+                                   out.size() * 2, nullptr)
+                      .ok());
+      ASSERT_TRUE(harness_->backend()->StreamSynchronize(harness_->device(), nullptr).ok());
+      const size_t row_elems = static_cast<size_t>(c.num_heads) * kHeadDimV;
+      const size_t nan_lo = got.qo_indptr[kSeq] * row_elems;
+      const size_t nan_hi = got.qo_indptr[kSeq + 1] * row_elems;
+      int64_t finite_in_nan_rows = 0;
+      for (size_t i = nan_lo; i < nan_hi; ++i) {
+        finite_in_nan_rows += std::isnan(reference::Bf16ToFloat(out[i])) ? 0 : 1;
+      }
+      EXPECT_EQ(finite_in_nan_rows, 0) << r->spec;
+      for (auto [lo, hi] : {std::pair<size_t, size_t>{0, nan_lo}, {nan_hi, out.size()}}) {
+        const auto cmp = reference::CompareBf16(
+            absl::MakeSpan(out).subspan(lo, hi - lo),
+            absl::MakeSpan((*db)->ref_out).subspan(lo, hi - lo));
+        EXPECT_TRUE(cmp.Passes(OutputTolerance(c))) << r->spec << "\n  " << cmp.ToString();
       }
     }
   }
