@@ -67,6 +67,7 @@ using mla_wgmma::STAGES;
 using mla_wgmma::Wait;
 using mla_wgmma_ss::SsM64N256K16;
 using mla_wgmma_ss::SsM64N64K16;
+using mla_wgmma_ss::SsM64N64K32E4m3;
 
 constexpr bool ELIGIBLE = MlaWgmmaRowsEligible(KV_FORMAT, BLOCK_M, BLOCK_N, NUM_WARPS);
 constexpr int NUM_THREADS = 256;
@@ -80,9 +81,25 @@ constexpr int K_STEPS = HEAD_DIM_QK / 16;    // 36
 constexpr int STEP_BYTES = 2 * CHUNK_BYTES;  // one k16 step of a K-major operand
 constexpr int TOKEN_CHUNKS = KvTokenBytes<KV_FORMAT>::value / 16;  // 36 fp8, 72 bf16
 
+// a8 (fp8 KV, Q quantised to fp8): S is an fp8 wgmma straight from the tile as
+// stored. Q is 64 x 576 codes in column chunks of 16 codes; the raw tile is
+// the KV tile's bytes in the 128-byte swizzle (blocks of 128 codes, 8 KB
+// apart; the fifth block half used); only V (dims 0..511) is converted, into
+// one f16 V tile. Shared memory: 2 raw tiles, the V tile, Q, P, 512 bytes.
+constexpr bool FP8_S = FP8 && Q_MODE == Q_MODE_FP8;
+static_assert(!FP8_S || STAGES == 2, "a8 alternates two raw tiles");
+constexpr int RAW_BYTES = (HEAD_DIM_QK + 127) / 128 * BLOCK_BYTES;  // 40960
+constexpr int V_BYTES = HEAD_DIM_V / 64 * BLOCK_BYTES;              // 65536
+constexpr int Q8_BYTES = HEAD_DIM_QK / 16 * CHUNK_BYTES;            // 36864
+constexpr int K8_STEPS = HEAD_DIM_QK / 32;                          // 18
+static_assert(!FP8_S || 2 * RAW_BYTES + V_BYTES + Q8_BYTES + TILE * ROWS * 2 + 2 * ROWS * 4 <=
+                            (1 + STAGES) * OPERAND_BYTES + TILE * ROWS * 2 + 2 * ROWS * 4,
+              "the a8 layout fits the 64-row path's shared memory");
+
 struct Smem {
   u8* q;         // Q operand
-  u8* kv;        // STAGES KV operand tiles (swizzled)
+  u8* kv;        // STAGES KV operand tiles (swizzled); a8: 2 raw fp8 tiles
+  u8* v;         // a8: the f16 V operand tile
   u8* p;         // P operand (64 x 64)
   float* alpha;  // [64] rescale of the rows' running O for the current tile
   float* red;    // [64] row sums at the end; [8] per-warp amax of Q
@@ -90,9 +107,17 @@ struct Smem {
 
 MLA_INLINE Smem CarveSmem(u8* base) {
   Smem m;
-  m.q = base;
-  m.kv = m.q + OPERAND_BYTES;
-  m.p = m.kv + STAGES * OPERAND_BYTES;
+  if (FP8_S) {  // the swizzled tiles first, at multiples of 1024 bytes
+    m.kv = base;
+    m.v = m.kv + 2 * RAW_BYTES;
+    m.q = m.v + V_BYTES;
+    m.p = m.q + Q8_BYTES;
+  } else {
+    m.q = base;
+    m.kv = m.q + OPERAND_BYTES;
+    m.v = nullptr;
+    m.p = m.kv + STAGES * OPERAND_BYTES;
+  }
   m.alpha = reinterpret_cast<float*>(m.p + TILE * ROWS * 2);
   m.red = m.alpha + ROWS;
   return m;
@@ -229,6 +254,69 @@ MLA_INLINE void StoreConverted(const RawTile& r, u8* dst) {
   }
 }
 
+// a8: starts copying KV positions [j0, j0 + TILE) as stored into raw tile
+// `raw` (cp.async, warpgroup 1; positions at or past kv_hi are zero-filled).
+// A quarter warp copies one token's 128-byte runs; chunk c of token t lands at
+// MlaRowsKvOffset(t, c), the 128-byte swizzle with 16-code chunks.
+MLA_INLINE void CopyRawTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0, int kv_hi,
+                            u8* raw) {
+  const int lane = threadIdx.x & 31, c0 = lane & 7;
+  const int t0 = MlaRowsFp8Token((threadIdx.x >> 5) & 3, lane, 0, 0);
+  const u8* kv = static_cast<const u8*>(p.kv);
+#pragma unroll
+  for (int k = 0; k < TILE / 16; ++k) {
+    const int t = t0 + 16 * k, j = j0 + t;
+    const bool valid = j < kv_hi;
+    const u8* src = kv + (valid ? KvSlot<PAGE_SIZE>(p, s, j) : 0) * 576 + c0 * 16;
+#pragma unroll
+    for (int i = 0; i < (TOKEN_CHUNKS + 7) / 8; ++i) {
+      if (c0 + 8 * i < TOKEN_CHUNKS) {
+        mla_wgmma::CpAsync16(raw + MlaRowsKvOffset(t, c0 + 8 * i), src + i * 128, valid);
+      }
+    }
+  }
+}
+
+// a8, warpgroup 1: V (codes of dims 0..511) of raw tile `raw` -> the f16 V
+// operand `v` (the 64-row KV operand's first 8 blocks). Lane c0 of a quarter
+// reads chunk c0 + 8 i of its token (8 lanes, 8 bank groups) and writes f16
+// chunks 2c and 2c + 1, lanes c0 >= 4 the second first, so that each store of
+// a quarter also reaches 8 bank groups.
+MLA_INLINE void ConvertV(const u8* raw, u8* v) {
+  const int lane = threadIdx.x & 31, c0 = lane & 7;
+  const int t0 = MlaRowsFp8Token((threadIdx.x >> 5) & 3, lane, 0, 0);
+  const bool swap = c0 >= 4;
+#pragma unroll
+  for (int k = 0; k < TILE / 16; ++k) {
+    const int t = t0 + 16 * k;
+#pragma unroll
+    for (int i = 0; i < HEAD_DIM_V / 128; ++i) {
+      const int c = c0 + 8 * i;
+      const uint4 w = *reinterpret_cast<const uint4*>(raw + MlaRowsKvOffset(t, c));
+      const u32 x0 = swap ? w.z : w.x, x1 = swap ? w.w : w.y;  // dims of the first chunk stored
+      const u32 y0 = swap ? w.x : w.z, y1 = swap ? w.y : w.w;
+      uint4 a, b;
+      mla_wgmma::Fp8x4ToF16x4(x0, a.x, a.y);
+      mla_wgmma::Fp8x4ToF16x4(x1, a.z, a.w);
+      mla_wgmma::Fp8x4ToF16x4(y0, b.x, b.y);
+      mla_wgmma::Fp8x4ToF16x4(y1, b.z, b.w);
+      const int first = 2 * c + (swap ? 1 : 0), second = 2 * c + (swap ? 0 : 1);
+      *reinterpret_cast<uint4*>(v + MlaRowsKvOffset(t, first)) = a;
+      *reinterpret_cast<uint4*>(v + MlaRowsKvOffset(t, second)) = b;
+    }
+  }
+}
+
+// a8: two Q values -> their e4m3 codes (divided by q_scale, rounded to nearest
+// even, saturated), low byte first: the same rounding as QuantiseQPair.
+MLA_INLINE u32 QCodes(float lo, float hi, float q_scale) {
+  u16 codes;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n"
+      : "=h"(codes)
+      : "f"(hi / q_scale), "f"(lo / q_scale));
+  return codes;
+}
+
 // Q rows [row_start, row_start + 64) -> the Q operand, as f16 scaled by a
 // power of two (fp8 KV, like the swap-AB path's LoadQ) or as bf16; a8 rounds
 // to the fp8 grid first. Returns the factor that undoes the scaling in the
@@ -261,6 +349,22 @@ MLA_INLINE float LoadQ(const MlaDecodeParams& p, const MlaSeqInfo& s, int row_st
 #pragma unroll
     for (int w = 1; w < NUM_THREADS / 32; ++w) amax = fmaxf(amax, sm.red[w]);
     mla_wgmma::F16RangeScale(amax, up, back);
+  }
+  if (FP8_S) {
+    // 8 codes per 16-byte load: half of the fp8 chunk (sub / 2) + 2 i.
+    u8* dst8 = sm.q + MlaRowsQ8Offset(row, sub, 0);
+#pragma unroll
+    for (int i = 0; i < PASSES; ++i) {
+      const u32 w[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
+      u32 c[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        c[j] = QCodes(Bf16ToFloat(w[j] & 0xffffu), Bf16ToFloat(w[j] >> 16), q_scale);
+      }
+      *reinterpret_cast<uint2*>(dst8 + MlaRowsQ8Offset(0, 0, i)) =
+          make_uint2(c[0] | (c[1] << 16), c[2] | (c[3] << 16));
+    }
+    return back;
   }
   u8* dst = sm.q + MlaRowsChunkedOffset(row, sub);
 #pragma unroll
@@ -315,7 +419,13 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
   RawTile raw;      // fp8: the next tile in flight (warpgroup 1)
   __syncthreads();  // the previous item is done with shared memory
   if (num_tiles > 0) {
-    if (FP8) {
+    if (FP8_S) {
+      if (wg == 1) {
+        CopyRawTile(p, s, kv_lo, kv_hi, sm.kv);
+        mla_wgmma::CpAsyncCommit();
+        if (num_tiles > 1) PrefetchTile(p, s, kv_lo + TILE, kv_hi);
+      }
+    } else if (FP8) {
       if (wg == 1) {
         LoadRawTile(p, s, kv_lo, kv_hi, true, raw);
         if (num_tiles > 2) PrefetchTile(p, s, kv_lo + 2 * TILE, kv_hi);
@@ -337,6 +447,7 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
   for (int t = 0; t < num_tiles; ++t) {
     const int buf = t % STAGES;
     if (!FP8) mla_wgmma::CpAsyncWait<STAGES - 2>();
+    if (FP8_S) mla_wgmma::CpAsyncWait<0>();  // warpgroup 1's copy of raw tile t
     FenceProxyAsync();  // Q, operand tile t (cp.async or converted) -> wgmma reads
     __syncthreads();    // (1) tile t is complete; everyone is done with tile t - 1
     if (!FP8) {
@@ -345,17 +456,24 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
       }
       mla_wgmma::CpAsyncCommit();
     }
-    const u8* kv = sm.kv + buf * OPERAND_BYTES;
-    const Desc k_desc = KOperand(kv), v_desc = VOperand(kv, wg);
+    const u8* kv = FP8_S ? sm.kv + buf * RAW_BYTES : sm.kv + buf * OPERAND_BYTES;
+    const Desc k_desc = KOperand(kv), v_desc = VOperand(FP8_S ? sm.v : kv, wg);
 
     if (wg == 0) {
       // ---- S = Q K^T ----
       float sc[32];
       Fence();
+      if (FP8_S) {
 #pragma unroll
-      for (int k = 0; k < K_STEPS; ++k) {
-        SsM64N64K16<BF16_OPS>(sc, q_desc.At(k * STEP_BYTES), k_desc.At(MlaRowsKStepOffset(k)),
-                              k > 0);
+        for (int k = 0; k < K8_STEPS; ++k) {
+          SsM64N64K32E4m3(sc, q_desc.At(k * STEP_BYTES), k_desc.At(MlaRowsKStepOffset(k)), k > 0);
+        }
+      } else {
+#pragma unroll
+        for (int k = 0; k < K_STEPS; ++k) {
+          SsM64N64K16<BF16_OPS>(sc, q_desc.At(k * STEP_BYTES), k_desc.At(MlaRowsKStepOffset(k)),
+                                k > 0);
+        }
       }
       Commit();
       Wait<0>();
@@ -399,6 +517,11 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
         if (quad == 0) sm.alpha[row0 + 8 * h] = alpha;
       }
       FenceProxyAsync();  // P -> wgmma reads
+    } else if (FP8_S) {
+      // V of tile t into the V operand: free since barrier (1), as P V of
+      // tile t - 1 was its last reader.
+      ConvertV(kv, sm.v);
+      FenceProxyAsync();  // V -> wgmma reads
     } else if (FP8 && t + 1 < num_tiles) {
       // Tile t + 1 (loaded under P V of tile t - 1) into the other operand
       // tile: free since barrier (1), as P V of tile t - 1 was its last reader.
@@ -423,7 +546,19 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
       SsM64N256K16<BF16_OPS>(o, p_desc.At(k * STEP_BYTES), v_desc.At(MlaRowsVStepOffset(k)), 1);
     }
     Commit();
-    if (FP8) {
+    if (FP8_S && wg == 1) {
+      // Under P V: raw tile t + 1 into the other raw buffer (its readers, S
+      // and the V conversion of tile t - 1, are done; an L2 hit since the
+      // prefetch a tile earlier), and L2 asked for tile t + 2. Copied right
+      // after barrier (1) instead, so that it lands during S: 313 against
+      // 301 us on (128,4,8192,16).
+      if (t + 1 < num_tiles) {
+        CopyRawTile(p, s, kv_lo + (t + 1) * TILE, kv_hi, sm.kv + (1 - buf) * RAW_BYTES);
+      }
+      mla_wgmma::CpAsyncCommit();
+      if (t + 2 < num_tiles) PrefetchTile(p, s, kv_lo + (t + 2) * TILE, kv_hi);
+    }
+    if (FP8 && !FP8_S) {
       // Under P V: warpgroup 1 starts loading tile t + 2 (converted in the
       // next iteration) and asks L2 for tile t + 3.
       LoadRawTile(p, s, kv_lo + (t + 2) * TILE, kv_hi, wg == 1 && t + 2 < num_tiles, raw);

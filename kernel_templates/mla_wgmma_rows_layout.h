@@ -77,5 +77,10 @@ MLA_HOST_DEVICE constexpr int MlaRowsFp8StoreOffset(int c0, int t0, int pair, in
 
 // Q load (all 256 threads): thread tid takes row tid / 4 and its 16-byte
 // chunks tid % 4 + 4 i, stored at MlaRowsChunkedOffset.
+// a8 with S in fp8: the same loads (8 values each) become 8 codes, half of
+// code chunk (sub / 2) + 2 i (16 codes a chunk), sub = tid % 4.
+MLA_HOST_DEVICE constexpr int MlaRowsQ8Offset(int row, int sub, int i) {
+  return MlaRowsChunkedOffset(row, sub >> 1) + (sub & 1) * 8 + i * 2048;
+}
 
 #endif  // MLAJIT_KERNEL_TEMPLATES_MLA_WGMMA_ROWS_LAYOUT_H_

@@ -2,6 +2,8 @@
 // (mla_decode_wgmma_rows.cuh): both operands are read through matrix
 // descriptors (mla_wgmma_common.cuh's Desc), accumulators are fp32.
 //   SsM64N64K16:  S [64 x 64]  (+)= A [64 x 16] . B [16 x 64], both K-major
+//   SsM64N64K32E4m3: the same for a k32 step of e4m3 operands (a8 Q, the KV
+//                 tile as stored), both K-major (fp8 has no transpose)
 //   SsM64N256K16: O [64 x 256] (+)= A [64 x 16] . B [16 x 256], A K-major and
 //                 B MN-major (the transpose bit set: 16-bit types only)
 // TYPE is the operand type, f16 or bf16. The register lists are spelled out:
@@ -41,6 +43,15 @@ using mla_wgmma::Desc;
       : MLA_ACC8(0), MLA_ACC8(8), MLA_ACC8(16), MLA_ACC8(24)                                \
       : "r"(a.lo), "r"(a.hi), "r"(b.lo), "r"(b.hi), "r"(accumulate))
 
+#define MLA_WGMMA_SS_N64_E4M3                                                       \
+  asm volatile(                                                                     \
+      "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, %36, 0;\n"               \
+      "mov.b64 da, {%32, %33};\nmov.b64 db, {%34, %35};\n"                          \
+      "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 {" MLA_WGMMA_SS_REGS_32 \
+      "}, da, db, p, 1, 1;\n}\n"                                                    \
+      : MLA_ACC8(0), MLA_ACC8(8), MLA_ACC8(16), MLA_ACC8(24)                        \
+      : "r"(a.lo), "r"(a.hi), "r"(b.lo), "r"(b.hi), "r"(accumulate))
+
 #define MLA_WGMMA_SS_N256(TYPE)                                                               \
   asm volatile(                                                                               \
       "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, %132, 0;\n"                        \
@@ -61,6 +72,10 @@ MLA_INLINE void SsM64N64K16(float (&d)[32], Desc a, Desc b, int accumulate) {
   }
 }
 
+MLA_INLINE void SsM64N64K32E4m3(float (&d)[32], Desc a, Desc b, int accumulate) {
+  MLA_WGMMA_SS_N64_E4M3;
+}
+
 template <bool BF16>
 MLA_INLINE void SsM64N256K16(float (&d)[128], Desc a, Desc b, int accumulate) {
   if (BF16) {
@@ -71,6 +86,7 @@ MLA_INLINE void SsM64N256K16(float (&d)[128], Desc a, Desc b, int accumulate) {
 }
 
 #undef MLA_WGMMA_SS_N64
+#undef MLA_WGMMA_SS_N64_E4M3
 #undef MLA_WGMMA_SS_N256
 #undef MLA_WGMMA_SS_REGS_32
 #undef MLA_WGMMA_SS_REGS_128

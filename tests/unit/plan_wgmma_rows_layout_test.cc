@@ -167,6 +167,28 @@ TEST(WgmmaRowsLayout, Fp8ConversionWritesEveryChunkOnceConflictFree) {
   EXPECT_EQ(written.size(), static_cast<size_t>(kTokens * kChunks));
 }
 
+// a8 with S in fp8: thread tid's load i holds Q values of row tid / 4, dims
+// 8 (tid % 4 + 4 i) .. + 7; their codes land where the fp8 K-major operand
+// (16-code chunks of 64 rows x 16 bytes) keeps (row, dim), each byte once.
+TEST(WgmmaRowsLayout, Q8StoresPlaceEachCodeOnce) {
+  std::set<int> bytes;
+  for (int tid = 0; tid < 256; ++tid) {
+    const int row = tid / 4, sub = tid % 4;
+    for (int i = 0; i < 576 / 8 / 4; ++i) {
+      EXPECT_EQ(MlaRowsQ8Offset(row, sub, i),
+                MlaRowsQ8Offset(row, sub, 0) + MlaRowsQ8Offset(0, 0, i));
+      for (int e = 0; e < 8; ++e) {
+        const int dim = 8 * (sub + 4 * i) + e;
+        const int expected = (dim / 16) * 1024 + row * 16 + dim % 16;
+        EXPECT_EQ(MlaRowsQ8Offset(row, sub, i) + e, expected) << "tid " << tid << " i " << i;
+        bytes.insert(expected);
+      }
+    }
+  }
+  EXPECT_EQ(bytes.size(), 64u * 576u);
+  EXPECT_EQ(*bytes.rbegin(), 64 * 576 - 1);
+}
+
 // Q: thread tid stores chunk tid % 4 + 4 i of row tid / 4 at
 // MlaRowsChunkedOffset(row, tid % 4) + 4096 i. A quarter warp reads two rows'
 // 64 contiguous bytes each from global memory (4 sectors, no waste), and its
