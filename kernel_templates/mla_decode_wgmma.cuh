@@ -233,7 +233,7 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
     if (r == 0) sm.red[warp * N + 8 * (c / 2) + 2 * quad + (c % 2)] = v;
   }
   __syncthreads();
-  const float v_scale = FP8 ? p.kv_scale * FP8_SHIFTED_UNDO : 1.0f;  // VFragments' 2^-8
+  const float v_scale = FP8 ? p.kv_scale : 1.0f;
   const int dim0 = MlaWgmmaOutDimBase(warp, lane);
 #pragma unroll
   for (int c = 0; c < ROWS_PER_THREAD; ++c) {

@@ -131,24 +131,6 @@ MLA_INLINE u32 Prmt(u32 a, u32 b, u32 sel) {
   return r;
 }
 
-// Byte j of x and byte j of y, two e4m3 codes -> f16x2 (x's in the low half)
-// of 2^-8 times their values, with integer instructions only: a code's
-// magnitude bits (4 exponent bits of bias 7, 3 mantissa bits) shifted left
-// by 7 are the f16 (bias 15) of its value times 2^-8, subnormals included,
-// and the sign moves from bit 7 to bit 15. Four integer-pipe instructions per
-// pair, where cvt (Fp8x4ToF16x4) runs at about 16 pairs per clock per SM on
-// a unit of its own: a path that converts with both converts about twice as
-// fast. The caller folds FP8_SHIFTED_UNDO into its scale. The NaN codes
-// (0x7f, 0xff) read as +-480 here: use it only for bytes whose NaN also
-// reaches the result exactly through cvt (V, whose bytes are K's).
-MLA_INLINE u32 Fp8PairToF16x2Shifted(u32 x, u32 y, int j) {
-  // Byte j of x into byte 1 and byte j of y into byte 3; bytes 0 and 2 get
-  // copies too, and fall outside the masks.
-  const u32 a = Prmt(x, y, 0x4400u + 0x1111u * j);
-  return (a & 0x80008000u) | ((a >> 1) & 0x3f803f80u);
-}
-constexpr float FP8_SHIFTED_UNDO = 256.0f;
-
 // Ties accumulator registers to the preceding wgmma.wait_group, so that no
 // read of them is scheduled before the wait.
 template <int K>

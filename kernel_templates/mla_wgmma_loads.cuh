@@ -225,13 +225,10 @@ MLA_INLINE void VFragments(const VRaw& v, u32 (&a)[8][4]) {
   for (int b = 0; b < 8; ++b) {
     if (FP8) {
       // Bytes 2b, 2b+1 (dims of rows r and r+8) of the k and k+1 tokens,
-      // converted on the integer pipe while K's conversions use cvt: V comes
-      // out 2^-8 times its value (the epilogue's v_scale undoes it).
-      const int j = 2 * (b % 2);
-      a[b][0] = Fp8PairToF16x2Shifted(w[0][b / 2], w[1][b / 2], j);
-      a[b][1] = Fp8PairToF16x2Shifted(w[0][b / 2], w[1][b / 2], j + 1);
-      a[b][2] = Fp8PairToF16x2Shifted(w[2][b / 2], w[3][b / 2], j);
-      a[b][3] = Fp8PairToF16x2Shifted(w[2][b / 2], w[3][b / 2], j + 1);
+      // interleaved so that one conversion yields each register.
+      const u32 sel = b % 2 == 0 ? 0x5140u : 0x7362u;
+      Fp8x4ToF16x4(Prmt(w[0][b / 2], w[1][b / 2], sel), a[b][0], a[b][1]);
+      Fp8x4ToF16x4(Prmt(w[2][b / 2], w[3][b / 2], sel), a[b][2], a[b][3]);
     } else {
       a[b][0] = Prmt(w[0][b], w[1][b], 0x5410u);
       a[b][1] = Prmt(w[0][b], w[1][b], 0x7632u);

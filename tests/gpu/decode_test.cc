@@ -118,10 +118,9 @@ TEST_F(GpuDecodeTest, SixtyFourRowTiles) {
 TEST_F(GpuDecodeTest, NanKvCodeReachesItsSequenceOnly) {
   // An fp8 NaN code (what the quantiser writes for a NaN) in one token's V
   // dims: the scores of that token are NaN, so every output row of its
-  // sequence is NaN, as in the reference, on every path (the swap-AB path
-  // converts V bytes with integer instructions that read NaN codes as finite,
-  // and relies on K's exact conversion of the same bytes). The other
-  // sequences are unaffected.
+  // sequence is NaN, as in the reference, on the swap-AB and 64-row paths and
+  // with both Q modes (no conversion reads the code as a finite number). The
+  // other sequences are unaffected.
   for (QMode m : {QMode::kBf16, QMode::kFp8}) {
     for (int q_len : {1, 4}) {  // 16 and 64 rows per sequence
       BatchConfig c = Base();
