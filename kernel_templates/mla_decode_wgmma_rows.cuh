@@ -307,18 +307,6 @@ MLA_INLINE void ConvertV(const u8* raw, u8* v) {
   }
 }
 
-// a8, warpgroup 0: issues S = Q K^T of the raw tile at `raw` (18 k32 steps
-// of e4m3) as one wgmma group, without waiting for it.
-MLA_INLINE void IssueS8(float (&sc)[32], Desc q_desc, const u8* raw) {
-  const Desc k_desc = KOperand(raw);
-  Fence();
-#pragma unroll
-  for (int k = 0; k < K8_STEPS; ++k) {
-    SsM64N64K32E4m3(sc, q_desc.At(k * STEP_BYTES), k_desc.At(MlaRowsKStepOffset(k)), k > 0);
-  }
-  Commit();
-}
-
 // a8: two Q values -> their e4m3 codes (divided by q_scale, rounded to nearest
 // even, saturated), low byte first: the same rounding as QuantiseQPair.
 MLA_INLINE u32 QCodes(float lo, float hi, float q_scale) {
@@ -428,17 +416,14 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
 #pragma unroll
   for (int i = 0; i < 128; ++i) o[i] = 0.0f;
 
-  RawTile raw;        // fp8: the next tile in flight (warpgroup 1)
-  float s_ahead[32];  // a8, warpgroup 0: S of the next tile, issued under this tile's softmax
-  const Desc q_desc = KMajor(sm.q), p_desc = KMajor(sm.p);
+  RawTile raw;      // fp8: the next tile in flight (warpgroup 1)
   __syncthreads();  // the previous item is done with shared memory
   if (num_tiles > 0) {
     if (FP8_S) {
-      if (wg == 1) {  // raw tiles 0 and 1: S of tile 1 is issued before tile 0's softmax
+      if (wg == 1) {
         CopyRawTile(p, s, kv_lo, kv_hi, sm.kv);
-        if (num_tiles > 1) CopyRawTile(p, s, kv_lo + TILE, kv_hi, sm.kv + RAW_BYTES);
         mla_wgmma::CpAsyncCommit();
-        if (num_tiles > 2) PrefetchTile(p, s, kv_lo + 2 * TILE, kv_hi);
+        if (num_tiles > 1) PrefetchTile(p, s, kv_lo + TILE, kv_hi);
       }
     } else if (FP8) {
       if (wg == 1) {
@@ -455,23 +440,14 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
       }
     }
     score_scale *= LoadQ(p, s, item.row_start, sm, q_scale);
-    if (FP8_S) {  // S of tile 0, before the loop
-      if (wg == 1) mla_wgmma::CpAsyncWait<0>();
-      FenceProxyAsync();  // Q, raw tiles 0 and 1 -> wgmma reads
-      __syncthreads();
-      if (wg == 0) {
-        IssueS8(s_ahead, q_desc, sm.kv);
-        Wait<0>();
-        PinAccumulators(s_ahead);
-      }
-    }
   }
   next_seq = LoadSeq(p, next.seq);
+  const Desc q_desc = KMajor(sm.q), p_desc = KMajor(sm.p);
 
   for (int t = 0; t < num_tiles; ++t) {
     const int buf = t % STAGES;
     if (!FP8) mla_wgmma::CpAsyncWait<STAGES - 2>();
-    if (FP8_S) mla_wgmma::CpAsyncWait<0>();  // warpgroup 1's copy of raw tile t + 1
+    if (FP8_S) mla_wgmma::CpAsyncWait<0>();  // warpgroup 1's copy of raw tile t
     FenceProxyAsync();  // Q, operand tile t (cp.async or converted) -> wgmma reads
     __syncthreads();    // (1) tile t is complete; everyone is done with tile t - 1
     if (!FP8) {
@@ -486,27 +462,22 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
     if (wg == 0) {
       // ---- S = Q K^T ----
       float sc[32];
+      Fence();
       if (FP8_S) {
-        // S of tile t ran under the previous tile's softmax (the first one
-        // before the loop); S of tile t + 1 goes to the tensor cores now, to
-        // run under this one's (raw tile t + 1 is complete since barrier (1)),
-        // and is waited for before barrier (2): ptxas keeps the wgmmas
-        // asynchronous only if no accumulator of one in flight meets the
-        // warpgroups' merge after this branch (C7514).
 #pragma unroll
-        for (int i = 0; i < 32; ++i) sc[i] = s_ahead[i];
-        if (t + 1 < num_tiles) IssueS8(s_ahead, q_desc, sm.kv + (1 - buf) * RAW_BYTES);
+        for (int k = 0; k < K8_STEPS; ++k) {
+          SsM64N64K32E4m3(sc, q_desc.At(k * STEP_BYTES), k_desc.At(MlaRowsKStepOffset(k)), k > 0);
+        }
       } else {
-        Fence();
 #pragma unroll
         for (int k = 0; k < K_STEPS; ++k) {
           SsM64N64K16<BF16_OPS>(sc, q_desc.At(k * STEP_BYTES), k_desc.At(MlaRowsKStepOffset(k)),
                                 k > 0);
         }
-        Commit();
-        Wait<0>();
-        PinAccumulators(sc);
       }
+      Commit();
+      Wait<0>();
+      PinAccumulators(sc);
 
       // ---- online softmax per row; P and the rescale factors to smem ----
       // Scores stay unscaled until exp2(s * scale - m), one FFMA each; the
@@ -545,10 +516,6 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
         l[h] = l[h] * alpha + sum;  // this thread's part; the quad is summed at the end
         if (quad == 0) sm.alpha[row0 + 8 * h] = alpha;
       }
-      if (FP8_S) {
-        Wait<0>();  // S of tile t + 1
-        PinAccumulators(s_ahead);
-      }
       FenceProxyAsync();  // P -> wgmma reads
     } else if (FP8_S) {
       // V of tile t into the V operand: free since barrier (1), as P V of
@@ -580,14 +547,16 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
     }
     Commit();
     if (FP8_S && wg == 1) {
-      // Under P V: raw tile t + 2 into this tile's raw buffer (its readers,
-      // S and the V conversion of tile t, are done; an L2 hit since the
-      // prefetch a tile earlier), and L2 asked for tile t + 3. (Copying
-      // right after barrier (1), so that it lands during S, measured 313
-      // against 301 us on (128,4,8192,16).)
-      if (t + 2 < num_tiles) CopyRawTile(p, s, kv_lo + (t + 2) * TILE, kv_hi, sm.kv + buf * RAW_BYTES);
+      // Under P V: raw tile t + 1 into the other raw buffer (its readers, S
+      // and the V conversion of tile t - 1, are done; an L2 hit since the
+      // prefetch a tile earlier), and L2 asked for tile t + 2. Copied right
+      // after barrier (1) instead, so that it lands during S: 313 against
+      // 301 us on (128,4,8192,16).
+      if (t + 1 < num_tiles) {
+        CopyRawTile(p, s, kv_lo + (t + 1) * TILE, kv_hi, sm.kv + (1 - buf) * RAW_BYTES);
+      }
       mla_wgmma::CpAsyncCommit();
-      if (t + 3 < num_tiles) PrefetchTile(p, s, kv_lo + (t + 3) * TILE, kv_hi);
+      if (t + 2 < num_tiles) PrefetchTile(p, s, kv_lo + (t + 2) * TILE, kv_hi);
     }
     if (FP8 && !FP8_S) {
       // Under P V: warpgroup 1 starts loading tile t + 2 (converted in the
