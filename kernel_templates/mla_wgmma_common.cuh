@@ -5,7 +5,7 @@
 #define MLAJIT_KERNEL_TEMPLATES_MLA_WGMMA_COMMON_CUH_
 
 #include "mla_common.cuh"
-#include "mla_decode_mma.cuh"  // cp.async, f16 packing and fp8 conversion helpers
+#include "mla_decode_mma.cuh"  // cp.async, f16 packing, fp8 conversion and prmt helpers
 #include "mla_wgmma_layout.h"
 
 namespace mla_wgmma {
@@ -15,6 +15,7 @@ using mla_mma::CpAsyncCommit;
 using mla_mma::CpAsyncWait;
 using mla_mma::Fp8x4ToF16x4;
 using mla_mma::PackF16x2;
+using mla_mma::Prmt;
 using mla_mma::SmemAddr;
 
 constexpr int NUM_THREADS = 128;
@@ -124,12 +125,6 @@ MLA_INLINE void Mma(float (&d)[N / 2], const u32 (&a)[4], Desc b, int accumulate
 }
 #undef MLA_WGMMA_M64N16K16
 #undef MLA_WGMMA_M64N32K16
-
-MLA_INLINE u32 Prmt(u32 a, u32 b, u32 sel) {
-  u32 r;
-  asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
-  return r;
-}
 
 // Ties accumulator registers to the preceding wgmma.wait_group, so that no
 // read of them is scheduled before the wait.
