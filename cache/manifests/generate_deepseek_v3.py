@@ -45,7 +45,7 @@ def tiles(arch, rows, kv):
     limit = 166912 if sm in (80, 87) else 232448 if sm >= 90 else 101376
     cands = ([(16, 64, 8), (16, 32, 4)] if rows <= 16 else
              [(32, 32, 8), (32, 16, 4)] if rows <= 32 else
-             [(64, 32, 8), (32, 32, 8), (32, 16, 4)])
+             [(64, 64, 8), (64, 32, 8), (32, 32, 8), (32, 16, 4)])
     for i, (m, n, warps) in enumerate(cands):
         if smem_bytes(kv, m, n, 2) <= limit or i == len(cands) - 1:
             break

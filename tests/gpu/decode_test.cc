@@ -115,6 +115,26 @@ TEST_F(GpuDecodeTest, SixtyFourRowTiles) {
   }
 }
 
+TEST_F(GpuDecodeTest, Mxfp4LargeRowTiles) {
+  // MXFP4 with more than 32 rows per sequence takes 64-row mma.sync tiles
+  // (64 x 64 tokens on Hopper): full and part-filled tiles, a split
+  // sequence, and paged caches whose pages hold fewer tokens than a tile.
+  struct Shape {
+    int heads, q_len, kv_len, batch, page;
+  };
+  for (Shape sh : {Shape{16, 4, 3000, 4, 0}, Shape{32, 3, 700, 6, 16}, Shape{128, 1, 20000, 1, 0},
+                   Shape{16, 4, 1500, 3, 1}, Shape{64, 1, 900, 5, 64}}) {
+    BatchConfig c = Base();
+    c.kv_format = KvFormat::kMxfp4;
+    c.num_heads = sh.heads;
+    c.q_len = sh.q_len;
+    c.kv_len = sh.kv_len;
+    c.batch_size = sh.batch;
+    c.page_size = sh.page;
+    ExpectMatches(c);
+  }
+}
+
 TEST_F(GpuDecodeTest, NanKvCodeReachesItsSequenceOnly) {
   // An fp8 NaN code (what the quantiser writes for a NaN) in one token's V
   // dims: the scores of that token are NaN, so every output row of its
