@@ -22,6 +22,10 @@
 //   both:        O[:, 256 wg .. 256 wg + 255] = alpha O + P V (m64n256k16);
 //                fp8: warpgroup 1 issues the loads of tile t + 2 between
 //                issuing P V and waiting for it (and asks L2 for tile t + 3)
+// a8 (fp8 KV, Q quantised to fp8) instead runs S as an fp8 wgmma on the tile
+// as stored: warpgroup 1 copies raw tiles by cp.async (tile t + 1 under P V
+// of tile t) and converts only V into an f16 tile while warpgroup 0 runs S
+// and the softmax (FP8_S below).
 // fp8 conversion (cvt to f16x2, which measures as 16 per clock per SM) would
 // otherwise cost about as much as S itself; here it runs beside S and the
 // softmax. (An earlier version staged fp8 tiles in shared memory and converted
