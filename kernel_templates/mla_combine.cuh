@@ -13,26 +13,17 @@ namespace mla_combine {
 constexpr int NUM_THREADS = NUM_WARPS * 32;
 constexpr int GROUPS_PER_BLOCK = NUM_THREADS / 32;  // 32-lane groups
 constexpr int COLS_PER_GROUP = HEAD_DIM_V / MLA_COMBINE_GROUPS_PER_ROW;  // 4 per lane
-constexpr int SPLIT_BATCH = 8;  // splits whose loads are in flight together
+constexpr int SPLIT_BATCH = 8;   // splits whose loads are in flight together
+constexpr int LONG_BATCH = 16;   // the same beyond SPLIT_BATCH splits
 static_assert(COLS_PER_GROUP == 32 * 4, "one float4 per lane");
 
-MLA_INLINE float GroupMax(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-#if MLA_HIP
-    v = fmaxf(v, __shfl_xor(v, o));  // offsets < 32 stay inside a 32-lane half
-#else
-    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-#endif
-  }
-  return v;
-}
-
 // One 32-lane group per (combine item, row, quarter of the 512 columns): each
-// lane merges 4 columns over the splits, SPLIT_BATCH splits at a time with all
-// their loads issued before any is used, so a merge costs a few memory
-// latencies rather than one per split. Up to SPLIT_BATCH splits the LSEs load
-// with the partials; beyond, the lanes first find the largest LSE together.
+// lane merges 4 columns over the splits, with all loads of a batch of splits
+// issued before any is used, so a merge costs a few memory latencies rather
+// than one per split. Up to SPLIT_BATCH splits the LSEs load with the
+// partials in one batch; beyond (a long sequence of a skewed batch), batches
+// of LONG_BATCH merge online: a batch whose largest LSE exceeds the running
+// one rescales what is merged so far, so no pass over the LSEs comes first.
 MLA_INLINE void CombineItems(const MlaDecodeParams& p) {
   const int lane = threadIdx.x & 31, group = threadIdx.x >> 5;
   const int num_combine =
@@ -98,12 +89,38 @@ MLA_INLINE void CombineItems(const MlaDecodeParams& p) {
       if (mx != NegInf()) merge_batch();
     } else {
       if (!row_valid) continue;
-      for (int k = lane; k < n; k += 32) mx = fmaxf(mx, lse[k * BLOCK_M]);
-      mx = GroupMax(mx);
-      if (mx != NegInf()) {
-        for (int k0 = 0; k0 < n; k0 += SPLIT_BATCH) {
-          load_batch(k0);
-          merge_batch();
+      for (int k0 = 0; k0 < n; k0 += LONG_BATCH) {
+        float ll[LONG_BATCH];
+        float4 vv[LONG_BATCH];
+#pragma unroll
+        for (int i = 0; i < LONG_BATCH; ++i) {
+          const int k = k0 + i;
+          ll[i] = NegInf();
+          vv[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+          if (k < n) {
+            ll[i] = lse[k * BLOCK_M];
+            vv[i] = *reinterpret_cast<const float4*>(po + k * SPLIT_STRIDE);
+          }
+        }
+        float bm = mx;
+#pragma unroll
+        for (int i = 0; i < LONG_BATCH; ++i) bm = fmaxf(bm, ll[i]);
+        if (bm == NegInf()) continue;  // nothing seen yet
+        if (bm > mx) {  // rescale what is merged so far (nothing, the first time)
+          const float scale = mx == NegInf() ? 0.0f : expf(mx - bm);
+          wsum *= scale;
+#pragma unroll
+          for (int c = 0; c < 4; ++c) acc[c] *= scale;
+          mx = bm;
+        }
+#pragma unroll
+        for (int i = 0; i < LONG_BATCH; ++i) {
+          const float w = ll[i] == NegInf() ? 0.0f : expf(ll[i] - mx);
+          wsum += w;
+          acc[0] += w * vv[i].x;
+          acc[1] += w * vv[i].y;
+          acc[2] += w * vv[i].z;
+          acc[3] += w * vv[i].w;
         }
       }
     }
