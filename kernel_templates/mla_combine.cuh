@@ -13,8 +13,8 @@ namespace mla_combine {
 constexpr int NUM_THREADS = NUM_WARPS * 32;
 constexpr int GROUPS_PER_BLOCK = NUM_THREADS / 32;  // 32-lane groups
 constexpr int COLS_PER_GROUP = HEAD_DIM_V / MLA_COMBINE_GROUPS_PER_ROW;  // 4 per lane
-constexpr int SPLIT_BATCH = 8;   // splits whose loads are in flight together
-constexpr int LONG_BATCH = 16;   // the same beyond SPLIT_BATCH splits
+constexpr int SPLIT_BATCH = 8;  // splits whose loads are in flight together
+constexpr int LONG_BATCH = 16;  // the same beyond SPLIT_BATCH splits
 static_assert(COLS_PER_GROUP == 32 * 4, "one float4 per lane");
 
 // One 32-lane group per (combine item, row, quarter of the 512 columns): each

@@ -314,8 +314,8 @@ MLA_INLINE uint4 MxToBf16x8(u32 x, const MxTable& t) {
   const u32 h_lo = Prmt(t.hi0, t.hi1, sel_lo) | (s_lo & 0x80808080u);
   const u32 h_hi = Prmt(t.hi0, t.hi1, sel_hi) | (s_hi & 0x80808080u);
   const u32 l_lo = Prmt(t.lo0, t.lo1, sel_lo), l_hi = Prmt(t.lo0, t.lo1, sel_hi);
-  return make_uint4(Prmt(l_lo, h_lo, 0x5140u), Prmt(l_lo, h_lo, 0x7362u),
-                    Prmt(l_hi, h_hi, 0x5140u), Prmt(l_hi, h_hi, 0x7362u));
+  return make_uint4(Prmt(l_lo, h_lo, 0x5140u), Prmt(l_lo, h_lo, 0x7362u), Prmt(l_hi, h_hi, 0x5140u),
+                    Prmt(l_hi, h_hi, 0x7362u));
 }
 
 // MXFP4 tile -> bf16 tile for tokens [tok0, tok0 + S_TOKENS_PER_WARP) and
@@ -346,7 +346,8 @@ MLA_INLINE void ConvertKvTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int
       const MxTable table = MakeMxTable(raw[MXFP4_PACKED_BYTES + (k0 * 8) / 32]);
 #pragma unroll
       for (int u = 0; u < UNIT; ++u) {
-        const u32 packed = static_cast<u32>(halves[2 * u]) | (static_cast<u32>(halves[2 * u + 1]) << 16);
+        const u32 packed =
+            static_cast<u32>(halves[2 * u]) | (static_cast<u32>(halves[2 * u + 1]) << 16);
         w[u] = MxToBf16x8(packed, table);
       }
     } else {

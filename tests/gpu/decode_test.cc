@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 #include "gtest/gtest.h"
 #include "mlajit/mlajit.h"
-#include "absl/types/span.h"
 #include "src/base/mla_types.h"
 #include "src/reference/batch_generator.h"
 #include "src/reference/compare.h"
@@ -150,8 +150,8 @@ TEST_F(GpuDecodeTest, NanKvCodeReachesItsSequenceOnly) {
       c.seed = FreshSeed();
       reference::Batch b = reference::GenerateBatch(c);
       constexpr int kSeq = 1, kToken = 5, kDim = 100;
-      b.kv[static_cast<size_t>(b.kv_indptr[kSeq] + kToken) * KvBytesPerToken(c.kv_format) +
-           kDim] = 0x7f;
+      b.kv[static_cast<size_t>(b.kv_indptr[kSeq] + kToken) * KvBytesPerToken(c.kv_format) + kDim] =
+          0x7f;
       auto db = harness_->UploadBatch(std::move(b), /*write_lse=*/true);
       ASSERT_TRUE(db.ok()) << db.status();
       auto r = harness_->Check(**db, {});
@@ -159,8 +159,8 @@ TEST_F(GpuDecodeTest, NanKvCodeReachesItsSequenceOnly) {
       const reference::Batch& got = (*db)->batch;
       std::vector<uint16_t> out((*db)->ref_out.size());
       ASSERT_TRUE(harness_->backend()
-                      ->MemcpyDtoH(harness_->device(), out.data(), (*db)->out.ptr(),
-                                   out.size() * 2, nullptr)
+                      ->MemcpyDtoH(harness_->device(), out.data(), (*db)->out.ptr(), out.size() * 2,
+                                   nullptr)
                       .ok());
       ASSERT_TRUE(harness_->backend()->StreamSynchronize(harness_->device(), nullptr).ok());
       const size_t row_elems = static_cast<size_t>(c.num_heads) * kHeadDimV;
@@ -172,9 +172,9 @@ TEST_F(GpuDecodeTest, NanKvCodeReachesItsSequenceOnly) {
       }
       EXPECT_EQ(finite_in_nan_rows, 0) << r->spec;
       for (auto [lo, hi] : {std::pair<size_t, size_t>{0, nan_lo}, {nan_hi, out.size()}}) {
-        const auto cmp = reference::CompareBf16(
-            absl::MakeSpan(out).subspan(lo, hi - lo),
-            absl::MakeSpan((*db)->ref_out).subspan(lo, hi - lo));
+        const auto cmp =
+            reference::CompareBf16(absl::MakeSpan(out).subspan(lo, hi - lo),
+                                   absl::MakeSpan((*db)->ref_out).subspan(lo, hi - lo));
         EXPECT_TRUE(cmp.Passes(OutputTolerance(c))) << r->spec << "\n  " << cmp.ToString();
       }
     }
