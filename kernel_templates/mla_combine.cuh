@@ -17,6 +17,43 @@ constexpr int SPLIT_BATCH = 8;  // splits whose loads are in flight together
 constexpr int LONG_BATCH = 16;  // the same beyond SPLIT_BATCH splits
 static_assert(COLS_PER_GROUP == 32 * 4, "one float4 per lane");
 
+// A batch of a row's splits: their LSEs and this lane's 4 columns of each.
+template <int B>
+struct SplitBatch {
+  float l[B];
+  float4 v[B];
+};
+// Splits [k0, k0 + B), all loads issued before any is used; splits past n load
+// nothing (predicated off) and weigh 0. `lse` and `po` point at split 0.
+template <int B>
+MLA_INLINE void LoadSplits(SplitBatch<B>& b, const float* lse, const float* po, int k0, int n) {
+  constexpr long long SPLIT_STRIDE = static_cast<long long>(BLOCK_M) * HEAD_DIM_V;
+#pragma unroll
+  for (int i = 0; i < B; ++i) {
+    const int k = k0 + i;
+    b.l[i] = NegInf();
+    b.v[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (k < n) {
+      b.l[i] = lse[k * BLOCK_M];
+      b.v[i] = *reinterpret_cast<const float4*>(po + k * SPLIT_STRIDE);
+    }
+  }
+}
+// Adds the batch with weights exp(lse - mx); a split that saw nothing for this
+// row has lse -inf and weight 0.
+template <int B>
+MLA_INLINE void MergeSplits(const SplitBatch<B>& b, float mx, float& wsum, float (&acc)[4]) {
+#pragma unroll
+  for (int i = 0; i < B; ++i) {
+    const float w = b.l[i] == NegInf() ? 0.0f : expf(b.l[i] - mx);
+    wsum += w;
+    acc[0] += w * b.v[i].x;
+    acc[1] += w * b.v[i].y;
+    acc[2] += w * b.v[i].z;
+    acc[3] += w * b.v[i].w;
+  }
+}
+
 // One 32-lane group per (combine item, row, quarter of the 512 columns): each
 // lane merges 4 columns over the splits, with all loads of a batch of splits
 // issued before any is used, so a merge costs a few memory latencies rather
@@ -47,64 +84,26 @@ MLA_INLINE void CombineItems(const MlaDecodeParams& p) {
     const float* po = p.partial_o +
                       (static_cast<long long>(item.partial_start) * BLOCK_M + r) * HEAD_DIM_V +
                       quarter * COLS_PER_GROUP + lane * 4;
-    constexpr long long SPLIT_STRIDE = static_cast<long long>(BLOCK_M) * HEAD_DIM_V;
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     float wsum = 0.0f;
     float mx = NegInf();
-    // Splits [k0, k0 + SPLIT_BATCH): all loads issued before any is used.
-    float l[SPLIT_BATCH];
-    float4 v[SPLIT_BATCH];
-    // Splits past n load nothing (predicated off) and weigh 0.
-    auto load_batch = [&](int k0) {
-#pragma unroll
-      for (int i = 0; i < SPLIT_BATCH; ++i) {
-        const int k = k0 + i;
-        l[i] = NegInf();
-        v[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (k < n) {
-          l[i] = lse[k * BLOCK_M];
-          v[i] = *reinterpret_cast<const float4*>(po + k * SPLIT_STRIDE);
-        }
-      }
-    };
-    // A split that saw nothing for this row has lse -inf and weight 0.
-    auto merge_batch = [&]() {
-#pragma unroll
-      for (int i = 0; i < SPLIT_BATCH; ++i) {
-        const float w = l[i] == NegInf() ? 0.0f : expf(l[i] - mx);
-        wsum += w;
-        acc[0] += w * v[i].x;
-        acc[1] += w * v[i].y;
-        acc[2] += w * v[i].z;
-        acc[3] += w * v[i].w;
-      }
-    };
     if (n <= SPLIT_BATCH) {
       // The common case: the LSEs come with the partials in one batch (every
       // lane loads all of them), so the merge costs one memory latency.
-      load_batch(0);
+      SplitBatch<SPLIT_BATCH> b;
+      LoadSplits(b, lse, po, 0, n);
       if (!row_valid) continue;
 #pragma unroll
-      for (int i = 0; i < SPLIT_BATCH; ++i) mx = fmaxf(mx, l[i]);
-      if (mx != NegInf()) merge_batch();
+      for (int i = 0; i < SPLIT_BATCH; ++i) mx = fmaxf(mx, b.l[i]);
+      if (mx != NegInf()) MergeSplits(b, mx, wsum, acc);
     } else {
       if (!row_valid) continue;
       for (int k0 = 0; k0 < n; k0 += LONG_BATCH) {
-        float ll[LONG_BATCH];
-        float4 vv[LONG_BATCH];
-#pragma unroll
-        for (int i = 0; i < LONG_BATCH; ++i) {
-          const int k = k0 + i;
-          ll[i] = NegInf();
-          vv[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-          if (k < n) {
-            ll[i] = lse[k * BLOCK_M];
-            vv[i] = *reinterpret_cast<const float4*>(po + k * SPLIT_STRIDE);
-          }
-        }
+        SplitBatch<LONG_BATCH> b;
+        LoadSplits(b, lse, po, k0, n);
         float bm = mx;
 #pragma unroll
-        for (int i = 0; i < LONG_BATCH; ++i) bm = fmaxf(bm, ll[i]);
+        for (int i = 0; i < LONG_BATCH; ++i) bm = fmaxf(bm, b.l[i]);
         if (bm == NegInf()) continue;  // nothing seen yet
         if (bm > mx) {  // rescale what is merged so far (nothing, the first time)
           const float scale = mx == NegInf() ? 0.0f : expf(mx - bm);
@@ -113,15 +112,7 @@ MLA_INLINE void CombineItems(const MlaDecodeParams& p) {
           for (int c = 0; c < 4; ++c) acc[c] *= scale;
           mx = bm;
         }
-#pragma unroll
-        for (int i = 0; i < LONG_BATCH; ++i) {
-          const float w = ll[i] == NegInf() ? 0.0f : expf(ll[i] - mx);
-          wsum += w;
-          acc[0] += w * vv[i].x;
-          acc[1] += w * vv[i].y;
-          acc[2] += w * vv[i].z;
-          acc[3] += w * vv[i].w;
-        }
+        MergeSplits(b, mx, wsum, acc);
       }
     }
     const float inv = wsum > 0.0f ? 1.0f / wsum : 0.0f;

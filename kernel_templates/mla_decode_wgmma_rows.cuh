@@ -235,6 +235,18 @@ MLA_INLINE void LoadRawTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j
   }
 }
 
+// 16 fp8 codes -> two chunks of 8 f16: `a` the one a lane stores first. With
+// `swap` (lanes c0 >= 4 of a quarter warp) that is the second half of the
+// codes, so that each store of a quarter reaches 8 bank groups.
+MLA_INLINE void ConvertChunk(const uint4& w, bool swap, uint4& a, uint4& b) {
+  const u32 x0 = swap ? w.z : w.x, x1 = swap ? w.w : w.y;
+  const u32 y0 = swap ? w.x : w.z, y1 = swap ? w.y : w.w;
+  mla_wgmma::Fp8x4ToF16x4(x0, a.x, a.y);
+  mla_wgmma::Fp8x4ToF16x4(x1, a.z, a.w);
+  mla_wgmma::Fp8x4ToF16x4(y0, b.x, b.y);
+  mla_wgmma::Fp8x4ToF16x4(y1, b.z, b.w);
+}
+
 // Converts `r` into the f16 operand tile at `dst` (mla_wgmma_rows_layout.h).
 MLA_INLINE void StoreConverted(const RawTile& r, u8* dst) {
   const int lane = threadIdx.x & 31, c0 = lane & 7;
@@ -245,13 +257,8 @@ MLA_INLINE void StoreConverted(const RawTile& r, u8* dst) {
 #pragma unroll
     for (int i = 0; i < FP8_PAIR_LOADS; ++i) {
       const uint4 w = r.v[pair][i];
-      const u32 x0 = swap ? w.z : w.x, x1 = swap ? w.w : w.y;  // dims of the first chunk stored
-      const u32 y0 = swap ? w.x : w.z, y1 = swap ? w.y : w.w;
       uint4 a, b;
-      mla_wgmma::Fp8x4ToF16x4(x0, a.x, a.y);
-      mla_wgmma::Fp8x4ToF16x4(x1, a.z, a.w);
-      mla_wgmma::Fp8x4ToF16x4(y0, b.x, b.y);
-      mla_wgmma::Fp8x4ToF16x4(y1, b.z, b.w);
+      ConvertChunk(w, swap, a, b);
       *reinterpret_cast<uint4*>(dst + MlaRowsFp8StoreOffset(c0, t0, pair, i, 0)) = a;
       *reinterpret_cast<uint4*>(dst + MlaRowsFp8StoreOffset(c0, t0, pair, i, 1)) = b;
     }
@@ -297,13 +304,8 @@ MLA_INLINE void ConvertV(const u8* raw, u8* v) {
     for (int i = 0; i < HEAD_DIM_V / 128; ++i) {
       const int c = c0 + 8 * i;
       const uint4 w = *reinterpret_cast<const uint4*>(raw + MlaRowsKvOffset(t, c));
-      const u32 x0 = swap ? w.z : w.x, x1 = swap ? w.w : w.y;  // dims of the first chunk stored
-      const u32 y0 = swap ? w.x : w.z, y1 = swap ? w.y : w.w;
       uint4 a, b;
-      mla_wgmma::Fp8x4ToF16x4(x0, a.x, a.y);
-      mla_wgmma::Fp8x4ToF16x4(x1, a.z, a.w);
-      mla_wgmma::Fp8x4ToF16x4(y0, b.x, b.y);
-      mla_wgmma::Fp8x4ToF16x4(y1, b.z, b.w);
+      ConvertChunk(w, swap, a, b);
       const int first = 2 * c + (swap ? 1 : 0), second = 2 * c + (swap ? 0 : 1);
       *reinterpret_cast<uint4*>(v + MlaRowsKvOffset(t, first)) = a;
       *reinterpret_cast<uint4*>(v + MlaRowsKvOffset(t, second)) = b;

@@ -46,6 +46,12 @@ class GpuDecodeTest : public HarnessSuite {
   }
 };
 
+// A batch shape: heads, q_len, kv_len (uniform lengths up to it), batch
+// size, page size (0: flat).
+struct Shape {
+  int heads, q_len, kv_len, batch, page;
+};
+
 BatchConfig Base() {
   BatchConfig c;
   c.batch_size = 4;
@@ -53,6 +59,18 @@ BatchConfig Base() {
   c.q_len = 1;
   c.kv_len = 1000;
   c.lengths = LengthDistribution::kUniform;
+  return c;
+}
+
+BatchConfig WithShape(KvFormat f, QMode m, Shape sh) {
+  BatchConfig c = Base();
+  c.kv_format = f;
+  c.q_mode = m;
+  c.num_heads = sh.heads;
+  c.q_len = sh.q_len;
+  c.kv_len = sh.kv_len;
+  c.batch_size = sh.batch;
+  c.page_size = sh.page;
   return c;
 }
 
@@ -94,22 +112,11 @@ TEST_F(GpuDecodeTest, SixtyFourRowTiles) {
   // More than 32 rows per sequence take 64-row tiles on sm_90a (fp8 and bf16
   // KV): each with both Q modes, full and part-filled tiles (64, 48, 128 rows),
   // a sequence split over many CTAs (partials merged), and paged caches.
-  struct Shape {
-    int heads, q_len, kv_len, batch, page;
-  };
   for (KvFormat f : {KvFormat::kFp8E4m3, KvFormat::kBf16}) {
     for (QMode m : {QMode::kBf16, QMode::kFp8}) {
       for (Shape sh : {Shape{16, 4, 3000, 4, 0}, Shape{16, 3, 700, 6, 16},
                        Shape{128, 1, 20000, 1, 0}, Shape{32, 4, 1500, 3, 64}}) {
-        BatchConfig c = Base();
-        c.kv_format = f;
-        c.q_mode = m;
-        c.num_heads = sh.heads;
-        c.q_len = sh.q_len;
-        c.kv_len = sh.kv_len;
-        c.batch_size = sh.batch;
-        c.page_size = sh.page;
-        ExpectMatches(c);
+        ExpectMatches(WithShape(f, m, sh));
       }
     }
   }
@@ -119,19 +126,9 @@ TEST_F(GpuDecodeTest, Mxfp4LargeRowTiles) {
   // MXFP4 with more than 32 rows per sequence takes 64-row mma.sync tiles
   // (64 x 64 tokens on Hopper): full and part-filled tiles, a split
   // sequence, and paged caches whose pages hold fewer tokens than a tile.
-  struct Shape {
-    int heads, q_len, kv_len, batch, page;
-  };
   for (Shape sh : {Shape{16, 4, 3000, 4, 0}, Shape{32, 3, 700, 6, 16}, Shape{128, 1, 20000, 1, 0},
                    Shape{16, 4, 1500, 3, 1}, Shape{64, 1, 900, 5, 64}}) {
-    BatchConfig c = Base();
-    c.kv_format = KvFormat::kMxfp4;
-    c.num_heads = sh.heads;
-    c.q_len = sh.q_len;
-    c.kv_len = sh.kv_len;
-    c.batch_size = sh.batch;
-    c.page_size = sh.page;
-    ExpectMatches(c);
+    ExpectMatches(WithShape(KvFormat::kMxfp4, QMode::kBf16, sh));
   }
 }
 
