@@ -18,6 +18,7 @@
 #define MLAJIT_KERNEL_TEMPLATES_MLA_DECODE_MMA_CUH_
 
 #include "mla_common.cuh"
+#include "mla_mxfp4_lut.h"
 
 namespace mla_mma {
 
@@ -281,41 +282,15 @@ MLA_INLINE void ConvertFp8Tile(int valid, int buf, const Smem& sm, int tok0, int
   }
 }
 
-// MXFP4 -> bf16 through byte permutes. A block of 32 elements shares one
-// scale, so its eight possible magnitudes times the scale (exactly the bf16
-// that E2m1ToFloat(code) * scale rounds to) become two 8-entry byte tables,
-// high and low bytes; prmt then looks up four elements at once, with their
-// 3-bit magnitudes as its selector nibbles, and ORs in the signs. About 2
-// instructions per element, where the float route took about 8.
-struct MxTable {
-  u32 hi0, hi1, lo0, lo1;  // bytes of magnitudes 0..3 and 4..7
-};
-MLA_INLINE u32 Prmt(u32 a, u32 b, u32 sel) {
-  u32 r;
-  asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
-  return r;
-}
-MLA_INLINE MxTable MakeMxTable(u8 scale_code) {
+MLA_INLINE u32 Prmt(u32 a, u32 b, u32 sel) { return MlaPrmt(a, b, sel); }
+
+// MXFP4 -> bf16 through byte-permute tables (mla_mxfp4_lut.h): the table of a
+// 32-element block holds exactly the bf16 values E2m1ToFloat(code) * scale
+// rounds to. 0 * scale too: a NaN scale makes every element NaN.
+MLA_INLINE MlaMxTable MakeMxTable(u8 scale_code) {
   const float f = E8m0ToFloat(scale_code);
-  // 0 * f too: a NaN scale makes every element NaN, as E2m1ToFloat(0) * NaN.
-  const u32 p01 = PackBf16x2(0.0f * f, 0.5f * f), p23 = PackBf16x2(1.0f * f, 1.5f * f);
-  const u32 p45 = PackBf16x2(2.0f * f, 3.0f * f), p67 = PackBf16x2(4.0f * f, 6.0f * f);
-  return {Prmt(p01, p23, 0x7531u), Prmt(p45, p67, 0x7531u), Prmt(p01, p23, 0x6420u),
-          Prmt(p45, p67, 0x6420u)};
-}
-// Eight codes (element 2i in the low nibble of byte i) -> four bf16x2.
-MLA_INLINE uint4 MxToBf16x8(u32 x, const MxTable& t) {
-  const u32 sel_lo = x & 0x7777u, sel_hi = (x >> 16) & 0x7777u;  // magnitudes of elements 0-3, 4-7
-  // Sign of element e as the top bit of byte e % 4: prmt's sign-replicating
-  // selectors take odd elements' signs from x (bits 7, 15, 23, 31) and even
-  // elements' from x << 4.
-  const u32 y = x << 4;
-  const u32 s_lo = Prmt(y, x, 0xD9C8u), s_hi = Prmt(y, x, 0xFBEAu);
-  const u32 h_lo = Prmt(t.hi0, t.hi1, sel_lo) | (s_lo & 0x80808080u);
-  const u32 h_hi = Prmt(t.hi0, t.hi1, sel_hi) | (s_hi & 0x80808080u);
-  const u32 l_lo = Prmt(t.lo0, t.lo1, sel_lo), l_hi = Prmt(t.lo0, t.lo1, sel_hi);
-  return make_uint4(Prmt(l_lo, h_lo, 0x5140u), Prmt(l_lo, h_lo, 0x7362u), Prmt(l_hi, h_hi, 0x5140u),
-                    Prmt(l_hi, h_hi, 0x7362u));
+  return MlaMxTableFromPairs(PackBf16x2(0.0f * f, 0.5f * f), PackBf16x2(1.0f * f, 1.5f * f),
+                             PackBf16x2(2.0f * f, 3.0f * f), PackBf16x2(4.0f * f, 6.0f * f));
 }
 
 // MXFP4 tile -> bf16 tile for tokens [tok0, tok0 + S_TOKENS_PER_WARP) and
@@ -343,12 +318,13 @@ MLA_INLINE void ConvertKvTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int
       const u8* raw = stage + mx_offset + tok * mx_stride;
       // 306-byte records keep 2-byte alignment: the packed bytes as halves.
       const u16* halves = reinterpret_cast<const u16*>(raw + k0 * 4);
-      const MxTable table = MakeMxTable(raw[MXFP4_PACKED_BYTES + (k0 * 8) / 32]);
+      const MlaMxTable table = MakeMxTable(raw[MXFP4_PACKED_BYTES + (k0 * 8) / 32]);
 #pragma unroll
       for (int u = 0; u < UNIT; ++u) {
         const u32 packed =
             static_cast<u32>(halves[2 * u]) | (static_cast<u32>(halves[2 * u + 1]) << 16);
-        w[u] = MxToBf16x8(packed, table);
+        const MlaMxWords m = MlaMxToBf16x8(packed, table);
+        w[u] = make_uint4(m.w[0], m.w[1], m.w[2], m.w[3]);
       }
     } else {
 #pragma unroll
