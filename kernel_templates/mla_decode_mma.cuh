@@ -282,8 +282,6 @@ MLA_INLINE void ConvertFp8Tile(int valid, int buf, const Smem& sm, int tok0, int
   }
 }
 
-MLA_INLINE u32 Prmt(u32 a, u32 b, u32 sel) { return MlaPrmt(a, b, sel); }
-
 // MXFP4 -> bf16 through byte-permute tables (mla_mxfp4_lut.h): the table of a
 // 32-element block holds exactly the bf16 values E2m1ToFloat(code) * scale
 // rounds to. 0 * scale too: a NaN scale makes every element NaN.

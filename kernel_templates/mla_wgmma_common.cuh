@@ -5,7 +5,7 @@
 #define MLAJIT_KERNEL_TEMPLATES_MLA_WGMMA_COMMON_CUH_
 
 #include "mla_common.cuh"
-#include "mla_decode_mma.cuh"  // cp.async, f16 packing, fp8 conversion and prmt helpers
+#include "mla_decode_mma.cuh"  // cp.async, f16 packing and fp8 conversion helpers
 #include "mla_wgmma_layout.h"
 
 namespace mla_wgmma {
@@ -15,7 +15,6 @@ using mla_mma::CpAsyncCommit;
 using mla_mma::CpAsyncWait;
 using mla_mma::Fp8x4ToF16x4;
 using mla_mma::PackF16x2;
-using mla_mma::Prmt;
 using mla_mma::SmemAddr;
 
 constexpr int NUM_THREADS = 128;

@@ -4,6 +4,7 @@
 #ifndef MLAJIT_KERNEL_TEMPLATES_MLA_WGMMA_LOADS_CUH_
 #define MLAJIT_KERNEL_TEMPLATES_MLA_WGMMA_LOADS_CUH_
 
+#include "mla_mxfp4_lut.h"  // MlaPrmt
 #include "mla_wgmma_common.cuh"
 
 namespace mla_wgmma {
@@ -227,13 +228,13 @@ MLA_INLINE void VFragments(const VRaw& v, u32 (&a)[8][4]) {
       // Bytes 2b, 2b+1 (dims of rows r and r+8) of the k and k+1 tokens,
       // interleaved so that one conversion yields each register.
       const u32 sel = b % 2 == 0 ? 0x5140u : 0x7362u;
-      Fp8x4ToF16x4(Prmt(w[0][b / 2], w[1][b / 2], sel), a[b][0], a[b][1]);
-      Fp8x4ToF16x4(Prmt(w[2][b / 2], w[3][b / 2], sel), a[b][2], a[b][3]);
+      Fp8x4ToF16x4(MlaPrmt(w[0][b / 2], w[1][b / 2], sel), a[b][0], a[b][1]);
+      Fp8x4ToF16x4(MlaPrmt(w[2][b / 2], w[3][b / 2], sel), a[b][2], a[b][3]);
     } else {
-      a[b][0] = Prmt(w[0][b], w[1][b], 0x5410u);
-      a[b][1] = Prmt(w[0][b], w[1][b], 0x7632u);
-      a[b][2] = Prmt(w[2][b], w[3][b], 0x5410u);
-      a[b][3] = Prmt(w[2][b], w[3][b], 0x7632u);
+      a[b][0] = MlaPrmt(w[0][b], w[1][b], 0x5410u);
+      a[b][1] = MlaPrmt(w[0][b], w[1][b], 0x7632u);
+      a[b][2] = MlaPrmt(w[2][b], w[3][b], 0x5410u);
+      a[b][3] = MlaPrmt(w[2][b], w[3][b], 0x7632u);
     }
   }
 }
