@@ -43,16 +43,22 @@ def tiles(arch, rows, kv):
         return [(16, 64, 4, 2)] if rows <= 16 else [(32, 64, 4, 2), (16, 64, 4, 2)]
     sm = int(arch[3:].rstrip("a"))
     limit = 166912 if sm in (80, 87) else 232448 if sm >= 90 else 101376
+
+    def pick(cands):
+        for i, (m, n, warps) in enumerate(cands):
+            if smem_bytes(kv, m, n, 2) <= limit or i == len(cands) - 1:
+                break
+        stages = 4
+        while stages > 2 and smem_bytes(kv, m, n, stages) > limit:
+            stages -= 1
+        return (m, n, warps, stages)
+
+    if arch == "sm_90a" and kv == "mxfp4" and 16 < rows <= 32:
+        return [pick([(32, 64, 8)]), pick([(16, 32, 4)])]  # large and small batches
     cands = ([(16, 64, 8), (16, 32, 4)] if rows <= 16 else
              [(32, 32, 8), (32, 16, 4)] if rows <= 32 else
              [(64, 64, 8), (64, 32, 8), (32, 32, 8), (32, 16, 4)])
-    for i, (m, n, warps) in enumerate(cands):
-        if smem_bytes(kv, m, n, 2) <= limit or i == len(cands) - 1:
-            break
-    stages = 4
-    while stages > 2 and smem_bytes(kv, m, n, stages) > limit:
-        stages -= 1
-    return [(m, n, warps, stages)]
+    return [pick(cands)]
 
 
 def write(path, arch, title):

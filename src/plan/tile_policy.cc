@@ -119,24 +119,46 @@ TileShape ChooseTiles(const std::string& arch, int rows_per_sequence, KvFormat k
   // KB); on the H200 it beats 64 x 32 by 15-19 % on the MXFP4 q_len-4 cases
   // (tools/bench/RESULTS.md).
   static constexpr Candidate kLarge[] = {{64, 64, 8}, {64, 32, 8}, {32, 32, 8}, {32, 16, 4}};
-  const Candidate* begin = rows_per_sequence <= 16 ? kSmall : rows_per_sequence <= 32 ? kMedium : kLarge;
-  const Candidate* end = rows_per_sequence <= 16 ? std::end(kSmall)
-                         : rows_per_sequence <= 32 ? std::end(kMedium)
-                                                   : std::end(kLarge);
+  // MXFP4 with 17..32 rows on Hopper: 32 x 64 tiles, one CTA per SM, unless
+  // the batch gives each resident CTA fewer than 3 wide units; then 16 x 32
+  // tiles, two CTAs per SM. H200 (tools/bench/RESULTS.md v13), against 32 x 32:
+  // (32,1,1024,32) 44.0 -> 38.8 us (512 wide units), (4,1,1024,32) 23.3 ->
+  // 21.8 us (64); the other shape lost on each (46.5 and 25.3 us).
+  static constexpr Candidate kMediumMxfp4Hopper[] = {{32, 64, 8}};
+  static constexpr Candidate kMediumMxfp4HopperSmallBatch[] = {{16, 32, 4}};
   const int limit = MaxDynamicSharedMemory(arch);
   const int f = static_cast<int>(kv_format);
-  for (const Candidate* c = begin; c != end; ++c) {
-    if (MlaMmaSmemBytes(f, c->m, c->n, 2) > limit && c + 1 != end) continue;
-    t.block_m = c->m;
-    t.block_n = c->n;
-    t.num_warps = c->warps;
-    break;
+  // The first candidate whose two-stage footprint fits (else the last), with
+  // as many stages as fit.
+  auto pick = [&](const Candidate* begin, const Candidate* end) {
+    for (const Candidate* c = begin; c != end; ++c) {
+      if (MlaMmaSmemBytes(f, c->m, c->n, 2) > limit && c + 1 != end) continue;
+      t.block_m = c->m;
+      t.block_n = c->n;
+      t.num_warps = c->warps;
+      break;
+    }
+    for (t.num_stages = 4; t.num_stages > 2; --t.num_stages) {
+      if (MlaMmaSmemBytes(f, t.block_m, t.block_n, t.num_stages) <= limit) break;
+    }
+    t.smem_bytes = MlaMmaSmemBytes(f, t.block_m, t.block_n, t.num_stages);
+    t.ctas_per_sm = CtasPerSm(arch, t);
+  };
+  if (arch == "sm_90a" && kv_format == KvFormat::kMxfp4 && rows_per_sequence > 16 &&
+      rows_per_sequence <= 32) {
+    pick(std::begin(kMediumMxfp4Hopper), std::end(kMediumMxfp4Hopper));
+    if (work != nullptr && work->wide_units < int64_t{3} * work->sm_count * t.ctas_per_sm) {
+      pick(std::begin(kMediumMxfp4HopperSmallBatch), std::end(kMediumMxfp4HopperSmallBatch));
+    }
+    return t;
   }
-  for (t.num_stages = 4; t.num_stages > 2; --t.num_stages) {
-    if (MlaMmaSmemBytes(f, t.block_m, t.block_n, t.num_stages) <= limit) break;
+  if (rows_per_sequence <= 16) {
+    pick(std::begin(kSmall), std::end(kSmall));
+  } else if (rows_per_sequence <= 32) {
+    pick(std::begin(kMedium), std::end(kMedium));
+  } else {
+    pick(std::begin(kLarge), std::end(kLarge));
   }
-  t.smem_bytes = MlaMmaSmemBytes(f, t.block_m, t.block_n, t.num_stages);
-  t.ctas_per_sm = CtasPerSm(arch, t);
   return t;
 }
 

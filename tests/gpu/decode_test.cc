@@ -132,6 +132,33 @@ TEST_F(GpuDecodeTest, Mxfp4LargeRowTiles) {
   }
 }
 
+TEST_F(GpuDecodeTest, Mxfp4MediumRowTiles) {
+  // MXFP4 with 17..32 rows per sequence: on Hopper, 32 x 64 tiles for a batch
+  // with work for every CTA and 16 x 32 tiles for a small one (tile_policy.cc);
+  // 32 x 32 elsewhere. Fixed lengths keep the first two above the policy's
+  // threshold (500 wide units against 396 on 132 SMs); 8011 tokens end in a
+  // part tile and split; the pages hold fewer tokens than a tile or exactly one.
+  struct Case {
+    Shape shape;
+    bool fixed;
+    const char* hopper_tiles;
+  };
+  for (const Case& k : {Case{{32, 1, 8011, 4, 0}, true, "\"block_m\":32,\"block_n\":64,"},
+                        Case{{16, 2, 8011, 4, 1}, true, "\"block_m\":32,\"block_n\":64,"},
+                        Case{{32, 1, 700, 6, 16}, false, "\"block_m\":16,\"block_n\":32,"},
+                        Case{{16, 2, 3000, 4, 64}, false, "\"block_m\":16,\"block_n\":32,"}}) {
+    BatchConfig c = WithShape(KvFormat::kMxfp4, QMode::kBf16, k.shape);
+    if (k.fixed) c.lengths = LengthDistribution::kFixed;
+    c.seed = FreshSeed();
+    auto r = harness_->RunCase(c, {});
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE(r->out.Passes(OutputTolerance(c))) << r->spec << "\n  out: " << r->out.ToString();
+    if (r->spec.find("\"sm_90a\"") != std::string::npos) {
+      EXPECT_NE(r->spec.find(k.hopper_tiles), std::string::npos) << r->spec;
+    }
+  }
+}
+
 TEST_F(GpuDecodeTest, NanKvCodeReachesItsSequenceOnly) {
   // An fp8 NaN code (what the quantiser writes for a NaN) in one token's V
   // dims: the scores of that token are NaN, so every output row of its

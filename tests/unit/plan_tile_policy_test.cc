@@ -120,10 +120,38 @@ TEST(TilePolicy, SmallBatchesTakeNarrowRowTilesOnTheWgmmaPath) {
   EXPECT_EQ(ChooseTiles("sm_90a", 32, KvFormat::kFp8E4m3, &edge_below).block_m, 16);
   EXPECT_EQ(ChooseTiles("sm_90a", 32, KvFormat::kFp8E4m3, &edge).block_m, 32);
   // Other paths keep their shapes.
-  EXPECT_EQ(ChooseTiles("sm_90a", 32, KvFormat::kMxfp4, &small).block_m,
-            ChooseTiles("sm_90a", 32, KvFormat::kMxfp4).block_m);
   EXPECT_EQ(ChooseTiles("sm_80", 32, KvFormat::kFp8E4m3, &small).block_m,
             ChooseTiles("sm_80", 32, KvFormat::kFp8E4m3).block_m);
+  EXPECT_EQ(ChooseTiles("sm_80", 32, KvFormat::kMxfp4, &small).block_m,
+            ChooseTiles("sm_80", 32, KvFormat::kMxfp4).block_m);
+}
+
+TEST(TilePolicy, Mxfp4MediumRowsOnHopperTakeWideTilesOrSmallBatchTiles) {
+  // 17..32 rows: 32 x 64 (one CTA per SM) unless fewer than 3 wide units per
+  // resident CTA, then 16 x 32 (two per SM); other targets keep 32 x 32.
+  const BatchWork small{4 * 16, 132}, large{32 * 16, 132};  // (4|32,1,1024,32)
+  for (int rows : {17, 32}) {
+    for (const TileShape& t : {ChooseTiles("sm_90a", rows, KvFormat::kMxfp4, &large),
+                               ChooseTiles("sm_90a", rows, KvFormat::kMxfp4)}) {
+      EXPECT_EQ(t.block_m, 32) << rows;
+      EXPECT_EQ(t.block_n, 64) << rows;
+      EXPECT_EQ(t.num_warps, 8) << rows;
+      EXPECT_EQ(t.ctas_per_sm, 1) << rows;
+    }
+    const TileShape s = ChooseTiles("sm_90a", rows, KvFormat::kMxfp4, &small);
+    EXPECT_EQ(s.block_m, 16) << rows;
+    EXPECT_EQ(s.block_n, 32) << rows;
+    EXPECT_EQ(s.num_warps, 4) << rows;
+    EXPECT_EQ(s.ctas_per_sm, 2) << rows;
+    EXPECT_EQ(s.smem_bytes, MlaMmaSmemBytes(2, 16, 32, s.num_stages));
+  }
+  const BatchWork edge_below{3 * 132 - 1, 132}, edge{3 * 132, 132};
+  EXPECT_EQ(ChooseTiles("sm_90a", 32, KvFormat::kMxfp4, &edge_below).block_m, 16);
+  EXPECT_EQ(ChooseTiles("sm_90a", 32, KvFormat::kMxfp4, &edge).block_m, 32);
+  // 16 rows and fewer, and other architectures, are unchanged.
+  EXPECT_EQ(ChooseTiles("sm_90a", 16, KvFormat::kMxfp4, &small).block_n, 64);
+  EXPECT_EQ(ChooseTiles("sm_90a", 16, KvFormat::kMxfp4, &small).num_warps, 8);
+  EXPECT_EQ(ChooseTiles("sm_80", 32, KvFormat::kMxfp4, &large).block_n, 32);
 }
 
 TEST(TilePolicy, ShippedManifestsMatchThePolicy) {
