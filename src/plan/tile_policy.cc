@@ -31,6 +31,12 @@ int CtasPerSm(const std::string& arch, const TileShape& t) {
   return std::max(1, std::min(by_regs, by_smem));
 }
 
+// A batch too small to give each resident CTA of shape `t` 3 wide units
+// (tile_policy.h): then narrower row tiles, with more CTAs, win.
+bool SmallBatchFor(const BatchWork* work, const TileShape& t) {
+  return work != nullptr && work->wide_units < int64_t{3} * work->sm_count * t.ctas_per_sm;
+}
+
 }  // namespace
 
 bool HasTensorCorePath(const std::string& arch) {
@@ -98,8 +104,7 @@ TileShape ChooseTiles(const std::string& arch, int rows_per_sequence, KvFormat k
       t.ctas_per_sm = CtasPerSm(arch, t);
     };
     shape(rows_per_sequence <= 16 ? 16 : 32);
-    if (t.block_m == 32 && work != nullptr &&
-        work->wide_units < int64_t{3} * work->sm_count * t.ctas_per_sm) {
+    if (t.block_m == 32 && SmallBatchFor(work, t)) {
       shape(16);  // a small batch: more CTAs beat more rows per KV byte
     }
     return t;
@@ -147,7 +152,7 @@ TileShape ChooseTiles(const std::string& arch, int rows_per_sequence, KvFormat k
   if (arch == "sm_90a" && kv_format == KvFormat::kMxfp4 && rows_per_sequence > 16 &&
       rows_per_sequence <= 32) {
     pick(std::begin(kMediumMxfp4Hopper), std::end(kMediumMxfp4Hopper));
-    if (work != nullptr && work->wide_units < int64_t{3} * work->sm_count * t.ctas_per_sm) {
+    if (SmallBatchFor(work, t)) {
       pick(std::begin(kMediumMxfp4HopperSmallBatch), std::end(kMediumMxfp4HopperSmallBatch));
     }
     return t;
