@@ -17,6 +17,14 @@ constexpr int SPLIT_BATCH = 8;  // splits whose loads are in flight together
 constexpr int LONG_BATCH = 16;  // the same beyond SPLIT_BATCH splits
 static_assert(COLS_PER_GROUP == 32 * 4, "one float4 per lane");
 
+// HIP's second launch bound means waves per execution unit, not CTAs per SM.
+#if MLA_HIP
+#define MLA_COMBINE_LAUNCH_BOUNDS __launch_bounds__(NUM_WARPS * 32)
+#else
+#define MLA_COMBINE_LAUNCH_BOUNDS \
+  __launch_bounds__(NUM_WARPS * 32, MlaCombineBlocksPerSm(NUM_WARPS * 32))
+#endif
+
 // A batch of a row's splits: their LSEs and this lane's 4 columns of each.
 template <int B>
 struct SplitBatch {
@@ -54,75 +62,86 @@ MLA_INLINE void MergeSplits(const SplitBatch<B>& b, float mx, float& wsum, float
   }
 }
 
-// One 32-lane group per (combine item, row, quarter of the 512 columns): each
-// lane merges 4 columns over the splits, with all loads of a batch of splits
-// issued before any is used, so a merge costs a few memory latencies rather
-// than one per split. Up to SPLIT_BATCH splits the LSEs load with the
-// partials in one batch; beyond (a long sequence of a skewed batch), batches
-// of LONG_BATCH merge online: a batch whose largest LSE exceeds the running
-// one rescales what is merged so far, so no pass over the LSEs comes first.
+// One unit of a combine item: row r, columns [128 * quarter, 128 * quarter +
+// 128), merged over the item's splits by one 32-lane group, 4 columns a lane.
+// Up to SPLIT_BATCH splits the LSEs load with the partials in one batch, all
+// loads in flight before any is used, so the unit costs one memory latency.
+// Beyond that (a long sequence of a skewed batch), batches of LONG_BATCH merge
+// online: a batch whose largest LSE exceeds the running one rescales what is
+// merged so far, so no pass over the LSEs comes first.
+MLA_INLINE void MergeUnit(const MlaDecodeParams& p, const MlaCombineItem& item, int r,
+                          int quarter) {
+  const int lane = threadIdx.x & 31;
+  const MlaSeqInfo s = p.seqs[item.seq];  // in flight with the first batch below
+  // Rows past the sequence's end are skipped (uniform across the group).
+  // Their partial rows lie inside the allocation (a slot holds a whole tile),
+  // so the first batch may load before the test, values unused, and the seq
+  // record costs no round trip of its own.
+  const bool row_valid = item.row_start + r < s.q_len * NUM_HEADS;
+  const int n = item.num_splits;
+  const float* lse = p.partial_lse + static_cast<long long>(item.partial_start) * BLOCK_M + r;
+  const float* po = p.partial_o +
+                    (static_cast<long long>(item.partial_start) * BLOCK_M + r) * HEAD_DIM_V +
+                    quarter * COLS_PER_GROUP + lane * 4;
+  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  float wsum = 0.0f;
+  float mx = NegInf();
+  if (n <= SPLIT_BATCH) {
+    SplitBatch<SPLIT_BATCH> b;
+    LoadSplits(b, lse, po, 0, n);
+    if (!row_valid) return;
+#pragma unroll
+    for (int i = 0; i < SPLIT_BATCH; ++i) mx = fmaxf(mx, b.l[i]);
+    if (mx != NegInf()) MergeSplits(b, mx, wsum, acc);
+  } else {
+    if (!row_valid) return;
+    for (int k0 = 0; k0 < n; k0 += LONG_BATCH) {
+      SplitBatch<LONG_BATCH> b;
+      LoadSplits(b, lse, po, k0, n);
+      float bm = mx;
+#pragma unroll
+      for (int i = 0; i < LONG_BATCH; ++i) bm = fmaxf(bm, b.l[i]);
+      if (bm == NegInf()) continue;  // nothing seen yet
+      if (bm > mx) {  // rescale what is merged so far (nothing, the first time)
+        const float scale = mx == NegInf() ? 0.0f : expf(mx - bm);
+        wsum *= scale;
+#pragma unroll
+        for (int c = 0; c < 4; ++c) acc[c] *= scale;
+        mx = bm;
+      }
+      MergeSplits(b, mx, wsum, acc);
+    }
+  }
+  const float inv = wsum > 0.0f ? 1.0f / wsum : 0.0f;
+  const long long qrow = static_cast<long long>(s.qo_start) * NUM_HEADS + item.row_start + r;
+  uint2* out = reinterpret_cast<uint2*>(static_cast<u16*>(p.out) + qrow * HEAD_DIM_V +
+                                        quarter * COLS_PER_GROUP + lane * 4);
+  *out = make_uint2(PackBf16x2(acc[0] * inv, acc[1] * inv), PackBf16x2(acc[2] * inv, acc[3] * inv));
+  if (WRITE_LSE && quarter == 0 && lane == 0) {
+    p.lse[qrow] = wsum > 0.0f ? mx + logf(wsum) : NegInf();
+  }
+}
+
+// The units (combine item, row, quarter) in order, one 32-lane group each, the
+// groups of one wave of resident CTAs (the host sizes the grid with
+// MlaCombineBlocksPerSm) striding over them. The next unit's item record loads
+// while the current unit merges, so a unit's only dependent round trip is its
+// partials.
 MLA_INLINE void CombineItems(const MlaDecodeParams& p) {
-  const int lane = threadIdx.x & 31, group = threadIdx.x >> 5;
+  constexpr int UNITS_PER_ITEM = BLOCK_M * MLA_COMBINE_GROUPS_PER_ROW;
   const int num_combine =
       p.plan_counters != 0 ? p.plan_counters[MLA_PLAN_NUM_COMBINE] : p.num_combine;
-  const long long total =
-      static_cast<long long>(num_combine) * BLOCK_M * MLA_COMBINE_GROUPS_PER_ROW;
-  for (long long flat = static_cast<long long>(blockIdx.x) * GROUPS_PER_BLOCK + group;
-       flat < total; flat += static_cast<long long>(gridDim.x) * GROUPS_PER_BLOCK) {
-    const int quarter = static_cast<int>(flat % MLA_COMBINE_GROUPS_PER_ROW);
-    const long long row_flat = flat / MLA_COMBINE_GROUPS_PER_ROW;
-    const int ci = static_cast<int>(row_flat / BLOCK_M), r = static_cast<int>(row_flat % BLOCK_M);
-    const MlaCombineItem item = p.combine[ci];
-    const MlaSeqInfo s = p.seqs[item.seq];  // in flight with the first batch below
-    // Rows past the sequence's end are skipped (uniform across the group).
-    // Their partial rows lie inside the allocation (a slot holds a whole
-    // tile), so the first batch may load before the test, values unused, and
-    // the seq record costs no round trip of its own.
-    const bool row_valid = item.row_start + r < s.q_len * NUM_HEADS;
-    const int n = item.num_splits;
-    const float* lse = p.partial_lse + static_cast<long long>(item.partial_start) * BLOCK_M + r;
-    const float* po = p.partial_o +
-                      (static_cast<long long>(item.partial_start) * BLOCK_M + r) * HEAD_DIM_V +
-                      quarter * COLS_PER_GROUP + lane * 4;
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    float wsum = 0.0f;
-    float mx = NegInf();
-    if (n <= SPLIT_BATCH) {
-      // The common case: the LSEs come with the partials in one batch (every
-      // lane loads all of them), so the merge costs one memory latency.
-      SplitBatch<SPLIT_BATCH> b;
-      LoadSplits(b, lse, po, 0, n);
-      if (!row_valid) continue;
-#pragma unroll
-      for (int i = 0; i < SPLIT_BATCH; ++i) mx = fmaxf(mx, b.l[i]);
-      if (mx != NegInf()) MergeSplits(b, mx, wsum, acc);
-    } else {
-      if (!row_valid) continue;
-      for (int k0 = 0; k0 < n; k0 += LONG_BATCH) {
-        SplitBatch<LONG_BATCH> b;
-        LoadSplits(b, lse, po, k0, n);
-        float bm = mx;
-#pragma unroll
-        for (int i = 0; i < LONG_BATCH; ++i) bm = fmaxf(bm, b.l[i]);
-        if (bm == NegInf()) continue;  // nothing seen yet
-        if (bm > mx) {  // rescale what is merged so far (nothing, the first time)
-          const float scale = mx == NegInf() ? 0.0f : expf(mx - bm);
-          wsum *= scale;
-#pragma unroll
-          for (int c = 0; c < 4; ++c) acc[c] *= scale;
-          mx = bm;
-        }
-        MergeSplits(b, mx, wsum, acc);
-      }
-    }
-    const float inv = wsum > 0.0f ? 1.0f / wsum : 0.0f;
-    const long long qrow = static_cast<long long>(s.qo_start) * NUM_HEADS + item.row_start + r;
-    uint2* out = reinterpret_cast<uint2*>(static_cast<u16*>(p.out) + qrow * HEAD_DIM_V +
-                                          quarter * COLS_PER_GROUP + lane * 4);
-    *out = make_uint2(PackBf16x2(acc[0] * inv, acc[1] * inv), PackBf16x2(acc[2] * inv, acc[3] * inv));
-    if (WRITE_LSE && quarter == 0 && lane == 0) {
-      p.lse[qrow] = wsum > 0.0f ? mx + logf(wsum) : NegInf();
-    }
+  const long long total = static_cast<long long>(num_combine) * UNITS_PER_ITEM;
+  const long long stride = static_cast<long long>(gridDim.x) * GROUPS_PER_BLOCK;
+  long long flat = static_cast<long long>(blockIdx.x) * GROUPS_PER_BLOCK + (threadIdx.x >> 5);
+  if (flat >= total) return;
+  MlaCombineItem item = p.combine[flat / UNITS_PER_ITEM];
+  for (; flat < total; flat += stride) {
+    const long long next = flat + stride;
+    const MlaCombineItem next_item = next < total ? p.combine[next / UNITS_PER_ITEM] : item;
+    const int unit = static_cast<int>(flat % UNITS_PER_ITEM);
+    MergeUnit(p, item, unit / MLA_COMBINE_GROUPS_PER_ROW, unit % MLA_COMBINE_GROUPS_PER_ROW);
+    item = next_item;
   }
 }
 

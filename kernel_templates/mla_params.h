@@ -91,6 +91,14 @@ enum MlaPlanError {
 // the 512 output columns); the host sizes its grid with this.
 #define MLA_COMBINE_GROUPS_PER_ROW 4
 
+// CTAs of `threads` threads per SM of the merge kernel: its launch bounds hold
+// it to the registers of 512 resident threads per SM (128 each, room for a
+// batch of 16 splits' loads in flight without spilling), and the host
+// launches at most one wave of them, whose groups then stride over the work.
+MLA_HOST_DEVICE constexpr int MlaCombineBlocksPerSm(int threads) {
+  return threads >= 512 ? 1 : 512 / threads;
+}
+
 // Padded bf16 row (576 + 8 elements, 1168 bytes): consecutive rows start 4 banks
 // apart, so ldmatrix's eight 16-byte row reads are conflict-free.
 #define MLA_SMEM_ROW_ELEMS 584

@@ -342,7 +342,8 @@ absl::Status Plan::Decode(const mlajit_decode_args_t* a, void* stream) const {
                              MLA_COMBINE_GROUPS_PER_ROW;
     const long long per_block = threads / 32;
     combine.grid_x = static_cast<unsigned>(std::min<long long>(
-        (groups + per_block - 1) / per_block, runtime_->properties().sm_count * 16LL));
+        (groups + per_block - 1) / per_block,
+        runtime_->properties().sm_count * static_cast<long long>(MlaCombineBlocksPerSm(threads))));
     combine.block_x = threads;
     combine.programmatic_dependent = runtime_->programmatic_dependent_launch();
     MLAJIT_RETURN_IF_ERROR(b->Launch(device, kernel_->combine, combine, params, stream));
