@@ -91,7 +91,7 @@ constexpr int TOKEN_CHUNKS = KvTokenBytes<KV_FORMAT>::value / 16;  // 36 fp8, 72
 // apart; the fifth block half used); only V (dims 0..511) is converted, into
 // one f16 V tile. Shared memory: 2 raw tiles, the V tile, Q, P, 512 bytes.
 constexpr bool FP8_S = FP8 && Q_MODE == Q_MODE_FP8;
-static_assert(!FP8_S || STAGES == 2, "a8 alternates two raw tiles");
+static_assert(!ELIGIBLE || !FP8_S || STAGES == 2, "a8 alternates two raw tiles");
 constexpr int RAW_BYTES = (HEAD_DIM_QK + 127) / 128 * BLOCK_BYTES;  // 40960
 constexpr int V_BYTES = HEAD_DIM_V / 64 * BLOCK_BYTES;              // 65536
 constexpr int Q8_BYTES = HEAD_DIM_QK / 16 * CHUNK_BYTES;            // 36864

@@ -273,6 +273,12 @@ MLAJIT_API mlajit_status_t mlajit_plan_create(mlajit_runtime_t runtime,
                                               mlajit_plan_t* plan);
 MLAJIT_API void mlajit_plan_free(mlajit_plan_t plan);
 
+/* What a plan runs, for logs and debugging: {"kernel":"mla_decode_h16_..._sm_90a",
+ * "block_m":16,"block_n":64,"num_warps":4,"num_stages":2,"num_ctas":264,
+ * "min_split_cost":64,"tuned":false} ("tuned": the shape came from a tuning
+ * record, see mlajit_tune). Release with mlajit_free. */
+MLAJIT_API mlajit_status_t mlajit_plan_describe_json(mlajit_plan_t plan, char** json);
+
 /* ---- device-built plans (CUDA graphs) --------------------------------------
  * A plan whose schedule the GPU builds from a layout in device memory, into
  * buffers sized once from declared limits. mlajit_plan_update_async and
@@ -344,6 +350,45 @@ typedef struct mlajit_decode_args {
  * launch. MLAJIT_PDL=0 in the environment turns this off. */
 MLAJIT_API mlajit_status_t mlajit_decode(mlajit_plan_t plan, const mlajit_decode_args_t* args,
                                          void* stream);
+
+/* ---- autotuning ------------------------------------------------------------
+ * mlajit_tune times the kernel shapes the library can run for a plan config
+ * and batch layout (tile rows and tokens, pipeline stages, CTAs per SM, split
+ * floor) on the runtime's device and records the fastest for the batch's
+ * class: this device model, kv_format, q_mode, page_size, max q_len x heads,
+ * and the batch's work within a factor of two. Plans created afterwards for
+ * that class use it, in this process and, through <cache_dir>/tuning.jsonl,
+ * in every later one that opens the cache directory (or has it as its
+ * prebuilt layer), until the library version changes. Run it where the
+ * target GPU is, for example while warming a cache before shipping it: a
+ * tuned kernel missing from a cache that may not compile falls back to the
+ * default shape with a warning.
+ *
+ * It allocates synthetic inputs for the layout (paged: an identity page
+ * table; KV copies rotated so that reads come from memory, not L2),
+ * compiles every candidate (in parallel; seconds on a cold cache), checks
+ * each candidate's output against the default shape's (a candidate that
+ * disagrees is reported and never chosen), then times each with device
+ * events: the median of timed_calls after warmup_calls. A candidate must
+ * beat the default shape by 2 % to replace it. Synchronous; uses its own
+ * stream; not for the hot path. */
+typedef struct mlajit_tune_options {
+  uint32_t struct_size; /* sizeof(mlajit_tune_options_t) */
+  int warmup_calls;     /* per candidate, 0..1000; default 5 */
+  int timed_calls;      /* per candidate, 1..10000; default 50 */
+  int persist;          /* 1 (default): write the record to the cache directory */
+} mlajit_tune_options_t;
+#define MLAJIT_TUNE_OPTIONS_INIT { sizeof(mlajit_tune_options_t), 5, 50, 1 }
+
+/* Arguments as for mlajit_plan_create; options NULL for the defaults.
+ * result_json (may be NULL): {"class":"...","chosen":i,"persisted":bool,
+ * "candidates":[{"shape":"16x64 w4 s2 c2 split64","block_m":16,...,
+ * "median_us":x,"rel_diff":y,"status":"ok" or the reason it was skipped}]},
+ * candidate 0 being the default shape; release with mlajit_free. */
+MLAJIT_API mlajit_status_t mlajit_tune(mlajit_runtime_t runtime, const mlajit_plan_config_t* config,
+                                       int batch_size, const int32_t* qo_indptr,
+                                       const int32_t* kv_indptr, const int32_t* kv_lens,
+                                       const mlajit_tune_options_t* options, char** result_json);
 
 #ifdef __cplusplus
 } /* extern "C" */

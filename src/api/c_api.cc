@@ -1,14 +1,18 @@
 // The C ABI: converts between C structs and internal types, maps absl::Status to
 // mlajit_status_t and keeps the message in a thread-local last-error buffer.
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "mlajit/mlajit.h"
 #include "src/api/c_api_internal.h"
 #include "src/api/runtime.h"
+#include "src/api/tuner.h"
+#include "src/api/validation.h"
 #include "src/base/log.h"
 #include "src/gpu/backend.h"
 
@@ -24,6 +28,17 @@ namespace {
 thread_local std::string last_error;
 }  // namespace
 
+absl::Status EmitString(const std::string& s, char** out) {
+  if (out == nullptr) return absl::OkStatus();
+  char* p = static_cast<char*>(std::malloc(s.size() + 1));
+  if (p == nullptr) {
+    return absl::ResourceExhaustedError(absl::StrCat("out of memory for ", s.size(), " bytes"));
+  }
+  std::memcpy(p, s.data(), s.size() + 1);
+  *out = p;
+  return absl::OkStatus();
+}
+
 mlajit_status_t ToC(const absl::Status& s) {
   if (s.ok()) return MLAJIT_STATUS_OK;
   last_error = std::string(s.message());
@@ -33,6 +48,7 @@ mlajit_status_t ToC(const absl::Status& s) {
 }  // namespace mlajit::api_internal
 
 using mlajit::api_internal::ToC;
+using mlajit::api_internal::EmitString;
 
 extern "C" {
 
@@ -101,6 +117,34 @@ void mlajit_plan_free(mlajit_plan_t plan) {
   if (plan == nullptr) return;
   mlajit::gpu::ScopedDeviceRestore restore(plan->impl->runtime()->backend());
   delete plan;
+}
+
+mlajit_status_t mlajit_plan_describe_json(mlajit_plan_t plan, char** json) {
+  if (json == nullptr) return ToC(absl::InvalidArgumentError("json (output) is null"));
+  *json = nullptr;
+  if (plan == nullptr) return ToC(absl::InvalidArgumentError("plan is null"));
+  return ToC(EmitString(plan->impl->DescribeJson(), json));
+}
+
+mlajit_status_t mlajit_tune(mlajit_runtime_t runtime, const mlajit_plan_config_t* config,
+                            int batch_size, const int32_t* qo_indptr, const int32_t* kv_indptr,
+                            const int32_t* kv_lens, const mlajit_tune_options_t* options,
+                            char** result_json) {
+  if (result_json != nullptr) *result_json = nullptr;
+  if (runtime == nullptr) return ToC(absl::InvalidArgumentError("runtime is null"));
+  if (absl::Status s = mlajit::api_internal::ValidateTuneOptions(options); !s.ok()) return ToC(s);
+  mlajit::api_internal::TuneOptions o;
+  if (options != nullptr) {
+    o.warmup_calls = options->warmup_calls;
+    o.timed_calls = options->timed_calls;
+    o.persist = options->persist != 0;
+  }
+  mlajit::gpu::ScopedDeviceRestore restore(runtime->impl->backend());
+  auto r = mlajit::api_internal::Tune(runtime->impl.get(), config, batch_size, qo_indptr,
+                                      kv_indptr, kv_lens, o);
+  if (!r.ok()) return ToC(r.status());
+  if (result_json == nullptr) return MLAJIT_STATUS_OK;
+  return ToC(EmitString(mlajit::api_internal::TuneResultJson(*r), result_json));
 }
 
 mlajit_status_t mlajit_plan_create_device(mlajit_runtime_t runtime,

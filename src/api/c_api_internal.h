@@ -6,6 +6,8 @@
 #ifndef MLAJIT_SRC_API_C_API_INTERNAL_H_
 #define MLAJIT_SRC_API_C_API_INTERNAL_H_
 
+#include <string>
+
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -13,6 +15,10 @@
 #include "src/cache/kernel_cache.h"
 
 namespace mlajit::api_internal {
+
+// Hands a string to C in *out (when out is not null): malloc'd, so that
+// mlajit_free (free) releases it.
+absl::Status EmitString(const std::string& s, char** out);
 
 // absl::Status -> mlajit_status_t; keeps the message for mlajit_last_error().
 mlajit_status_t ToC(const absl::Status& s);

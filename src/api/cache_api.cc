@@ -68,15 +68,7 @@ std::string InfoJson(const cache::EntryInfo& e) {
                       ",\"problem\":", JsonQuote(e.problem), "}");
 }
 
-// Hands a string to C: malloc'd so that mlajit_free (free) releases it.
-absl::Status Emit(const std::string& s, char** out) {
-  if (out == nullptr) return absl::OkStatus();
-  char* p = static_cast<char*>(std::malloc(s.size() + 1));
-  if (p == nullptr) return absl::ResourceExhaustedError(absl::StrCat("out of memory for ", s.size(), " bytes"));
-  std::memcpy(p, s.data(), s.size() + 1);
-  *out = p;
-  return absl::OkStatus();
-}
+absl::Status Emit(const std::string& s, char** out) { return EmitString(s, out); }
 
 absl::Status CheckHandle(const mlajit_cache* c, const char* fn) {
   if (c == nullptr) return absl::InvalidArgumentError(absl::StrCat(fn, ": cache=NULL: pass a handle from mlajit_cache_open"));

@@ -1,9 +1,12 @@
 #include "src/api/runtime.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -15,6 +18,7 @@
 #include "src/base/log.h"
 #include "src/base/mla_types.h"
 #include "src/base/status_macros.h"
+#include "src/tune/candidates.h"
 #include "xxhash.h"
 
 namespace mlajit::api_internal {
@@ -69,6 +73,22 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const mlajit_runtime_op
   }
   MLAJIT_ASSIGN_OR_RETURN(cache::CacheOptions cache_options, ResolveCacheOptions(options->cache, "mlajit_runtime_create"));
   MLAJIT_ASSIGN_OR_RETURN(rt->compiler_, jit::KernelCompiler::Shared(cache_options));
+  {
+    const char* env = std::getenv("MLAJIT_TUNED");
+    rt->use_tuning_ = env == nullptr || std::string(env) != "0";
+    rt->tuning_ = std::make_unique<tune::TuningTable>(cache_options.library_version);
+    if (!cache_options.memory_only) rt->tuning_dir_ = cache_options.cache_dir;
+    // The prebuilt layer first, so that this machine's own records win.
+    for (const std::string& dir : {cache_options.prebuilt_dir, rt->tuning_dir_}) {
+      if (dir.empty()) continue;
+      absl::StatusOr<int> n = rt->tuning_->Load(dir);
+      if (!n.ok()) {
+        MLAJIT_LOG_WARN("tuning records in ", dir, " not read: ", n.status().message());
+      } else if (*n > 0) {
+        MLAJIT_LOG_INFO(*n, " tuning records from ", dir);
+      }
+    }
+  }
   MLAJIT_LOG_INFO("runtime on device ", rt->device_, ": ", rt->props_.name, " (", rt->props_.arch,
                   ", ", rt->props_.sm_count, " SMs)");
   return rt;
@@ -132,6 +152,61 @@ absl::StatusOr<const LoadedKernel*> Runtime::GetKernel(const jit::KernelSpec& sp
   return result;
 }
 
+tune::TuningKey Runtime::TuningKeyFor(const mlajit_plan_config_t& config, int max_q_len,
+                                      const plan::BatchWork* work) const {
+  tune::TuningKey k;
+  k.device = props_.name;
+  k.arch = props_.arch;
+  k.sm_count = props_.sm_count;
+  k.kv_format = static_cast<int>(config.kv_format);
+  k.q_mode = static_cast<int>(config.q_mode);
+  k.page_size = config.page_size;
+  k.rows = max_q_len * config.num_heads;
+  k.work_bucket = tune::WorkBucket(work);
+  return k;
+}
+
+absl::StatusOr<plan::TileShape> Runtime::ChooseTiles(const mlajit_plan_config_t& config,
+                                                     int max_q_len, const plan::BatchWork* work,
+                                                     bool* tuned) const {
+  const KvFormat format = static_cast<KvFormat>(config.kv_format);
+  plan::TileShape t = plan::ChooseTiles(props_.arch, max_q_len * config.num_heads, format, work);
+  bool used = false;
+  if (use_tuning_) {
+    if (std::optional<tune::TuningRecord> r = tuning_->Find(TuningKeyFor(config, max_q_len, work))) {
+      absl::StatusOr<plan::TileShape> shape = plan::CompleteTileShape(props_.arch, format, r->shape);
+      if (shape.ok()) {
+        t = *shape;
+        used = true;
+      } else {
+        MLAJIT_LOG_WARN("tuning record for ", tune::KeyName(r->key), " ignored: ",
+                        shape.status().message());
+      }
+    }
+  }
+  MLAJIT_RETURN_IF_ERROR(plan::ApplyTileOverride(props_.arch, format, &t));
+  MLAJIT_RETURN_IF_ERROR(plan::ApplySplitOverride(&t));
+  if (tuned != nullptr) *tuned = used;
+  return t;
+}
+
+std::vector<absl::Status> Runtime::Precompile(const std::vector<jit::KernelSpec>& specs) {
+  std::vector<absl::Status> results(specs.size());
+  std::vector<std::thread> threads;
+  const size_t workers = std::max<size_t>(
+      1, std::min<size_t>(specs.size(), std::max(1u, std::thread::hardware_concurrency())));
+  std::atomic<size_t> next{0};
+  for (size_t w = 0; w < workers; ++w) {
+    threads.emplace_back([&] {
+      for (size_t i = next++; i < specs.size(); i = next++) {
+        results[i] = compiler_->GetBinary(specs[i]).status();
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return results;
+}
+
 absl::StatusOr<std::shared_ptr<const plan::Schedule>> Runtime::GetSchedule(
     const plan::LayoutView& layout, const plan::ScheduleConfig& config) {
   const absl::uint128 key = HashLayout(layout, config);
@@ -148,15 +223,8 @@ absl::StatusOr<std::shared_ptr<const plan::Schedule>> Runtime::GetSchedule(
   return shared;
 }
 
-absl::Status Plan::Prepare(Runtime* runtime, const mlajit_plan_config_t& config,
-                          int max_q_len, const plan::BatchWork* work) {
-  runtime_ = runtime;
-  config_ = config;
-  const gpu::DeviceProperties& props = runtime->properties();
-  MLAJIT_ASSIGN_OR_RETURN(
-      plan::TileShape tiles,
-      plan::ChooseTilesWithOverrides(props.arch, max_q_len * config.num_heads,
-                                     static_cast<KvFormat>(config.kv_format), work));
+jit::KernelSpec SpecFor(const mlajit_plan_config_t& config, int max_q_len,
+                        const plan::TileShape& tiles, const std::string& arch) {
   jit::KernelSpec spec;
   spec.num_heads = config.num_heads;
   spec.max_q_len = max_q_len;
@@ -169,19 +237,60 @@ absl::Status Plan::Prepare(Runtime* runtime, const mlajit_plan_config_t& config,
   spec.block_n = tiles.block_n;
   spec.num_warps = tiles.num_warps;
   spec.num_stages = tiles.num_stages;
-  spec.arch = props.arch;
-  MLAJIT_ASSIGN_OR_RETURN(kernel_, runtime->GetKernel(spec, tiles.smem_bytes));
+  spec.arch = arch;
+  return spec;
+}
+
+absl::Status Plan::Prepare(Runtime* runtime, const mlajit_plan_config_t& config,
+                          int max_q_len, const plan::BatchWork* work,
+                          const plan::TileShape* forced) {
+  runtime_ = runtime;
+  config_ = config;
+  const gpu::DeviceProperties& props = runtime->properties();
+  bool tuned = false;
+  plan::TileShape tiles;
+  if (forced != nullptr) {
+    tiles = *forced;
+  } else {
+    MLAJIT_ASSIGN_OR_RETURN(tiles, runtime->ChooseTiles(config, max_q_len, work, &tuned));
+  }
+  absl::StatusOr<const LoadedKernel*> kernel =
+      runtime->GetKernel(SpecFor(config, max_q_len, tiles, props.arch), tiles.smem_bytes);
+  if (!kernel.ok() && tuned) {
+    // A tuned shape whose kernel this process cannot get (a cache shipped
+    // without it, with JIT disabled): the policy's shape still serves.
+    MLAJIT_LOG_WARN("tuned tiles ", tune::ShapeName(tiles), " unavailable (",
+                    kernel.status().message(), "); using the tile policy's");
+    tiles = plan::ChooseTiles(props.arch, max_q_len * config.num_heads,
+                              static_cast<KvFormat>(config.kv_format), work);
+    tuned = false;
+    kernel = runtime->GetKernel(SpecFor(config, max_q_len, tiles, props.arch), tiles.smem_bytes);
+  }
+  MLAJIT_RETURN_IF_ERROR(kernel.status());
+  kernel_ = *kernel;
+  tuned_ = tuned;
   schedule_config_ = plan::ScheduleConfigFor(tiles, props.sm_count);
   MLAJIT_ASSIGN_OR_RETURN(device_plan_,
                           plan::DevicePlan::Create(runtime->backend(), runtime->device()));
   return absl::OkStatus();
 }
 
+std::string Plan::DescribeJson() const {
+  const jit::KernelSpec& s = kernel_->spec;
+  return absl::StrCat("{\"kernel\":\"", jit::SpecName(s), "\",\"block_m\":", s.block_m,
+                      ",\"block_n\":", s.block_n, ",\"num_warps\":", s.num_warps,
+                      ",\"num_stages\":", s.num_stages,
+                      ",\"num_ctas\":", schedule_config_.num_ctas,
+                      ",\"min_split_cost\":", schedule_config_.min_cost_per_cta,
+                      ",\"tuned\":", tuned_ ? "true" : "false", "}");
+}
+
 absl::StatusOr<std::unique_ptr<Plan>> Plan::Create(Runtime* runtime,
                                                    const mlajit_plan_config_t* config,
                                                    int batch_size, const int32_t* qo_indptr,
                                                    const int32_t* kv_indptr,
-                                                   const int32_t* kv_lens) {
+                                                   const int32_t* kv_lens,
+                                                   const plan::TileShape* forced) {
   if (runtime == nullptr) return absl::InvalidArgumentError("runtime is null");
   MLAJIT_RETURN_IF_ERROR(ValidatePlanConfig(config));
   MLAJIT_RETURN_IF_ERROR(ValidatePlanInputs(*config, batch_size, qo_indptr, kv_indptr, kv_lens));
@@ -198,7 +307,7 @@ absl::StatusOr<std::unique_ptr<Plan>> Plan::Create(Runtime* runtime,
   for (int b = 0; b < batch_size; ++b) max_q_len = std::max(max_q_len, qo_indptr[b + 1] - qo_indptr[b]);
   std::unique_ptr<Plan> p(new Plan());
   const plan::BatchWork work = plan::MeasureBatch(layout, runtime->properties().sm_count);
-  MLAJIT_RETURN_IF_ERROR(p->Prepare(runtime, *config, max_q_len, &work));
+  MLAJIT_RETURN_IF_ERROR(p->Prepare(runtime, *config, max_q_len, &work, forced));
   MLAJIT_ASSIGN_OR_RETURN(p->schedule_, runtime->GetSchedule(layout, p->schedule_config_));
   MLAJIT_RETURN_IF_ERROR(p->device_plan_->Upload(*p->schedule_, p->schedule_config_.block_m));
   p->kv_extent_ = kv_indptr[batch_size];
@@ -212,7 +321,7 @@ absl::StatusOr<std::unique_ptr<Plan>> Plan::CreateDevicePlanned(
   MLAJIT_RETURN_IF_ERROR(ValidatePlanLimits(limits));
   std::unique_ptr<Plan> p(new Plan());
   p->limits_ = *limits;
-  MLAJIT_RETURN_IF_ERROR(p->Prepare(runtime, *config, limits->max_q_len, nullptr));
+  MLAJIT_RETURN_IF_ERROR(p->Prepare(runtime, *config, limits->max_q_len, nullptr, nullptr));
   MlaScheduleShape shape{};
   shape.num_heads = config->num_heads;
   shape.block_m = p->schedule_config_.block_m;

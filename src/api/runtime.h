@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/numeric/int128.h"
@@ -27,6 +28,7 @@
 #include "src/plan/device_plan.h"
 #include "src/plan/scheduler.h"
 #include "src/plan/tile_policy.h"
+#include "src/tune/tuning_table.h"
 
 namespace mlajit::api_internal {
 
@@ -37,6 +39,10 @@ struct LoadedKernel {
   int threads = 256;
   int smem_bytes = 0;
 };
+
+// The kernel of a plan config whose rows reach max_q_len, with `tiles`, for `arch`.
+jit::KernelSpec SpecFor(const mlajit_plan_config_t& config, int max_q_len,
+                        const plan::TileShape& tiles, const std::string& arch);
 
 class Runtime {
  public:
@@ -60,6 +66,24 @@ class Runtime {
   int device() const { return device_; }
   const gpu::DeviceProperties& properties() const { return props_; }
   const jit::KernelCompiler& compiler() const { return *compiler_; }
+  // The tuned shapes this runtime's plans use (loaded from the cache
+  // directories at creation; mlajit_tune adds to it), and the directory a
+  // tuning run persists to ("" for a memory-only cache).
+  tune::TuningTable& tuning() const { return *tuning_; }
+  const std::string& tuning_dir() const { return tuning_dir_; }
+  // The class of batch a plan config and size belong to on this device.
+  tune::TuningKey TuningKeyFor(const mlajit_plan_config_t& config, int max_q_len,
+                               const plan::BatchWork* work) const;
+  // The tiles a plan runs with: the tile policy's choice, replaced by a tuned
+  // record for the batch's class when there is one (unless MLAJIT_TUNED=0),
+  // then the MLAJIT_TILES / MLAJIT_SPLIT_MIN_COST knobs. *tuned (may be null)
+  // says whether a record was used.
+  absl::StatusOr<plan::TileShape> ChooseTiles(const mlajit_plan_config_t& config, int max_q_len,
+                                              const plan::BatchWork* work, bool* tuned) const;
+  // Compiles (or finds in the cache) the kernels of `specs` on parallel
+  // threads; one status per spec.
+  std::vector<absl::Status> Precompile(const std::vector<jit::KernelSpec>& specs);
+
   // Launch our kernels as programmatic dependents (sm_90+; MLAJIT_PDL=0 turns
   // it off): each may be scheduled while its predecessor on the stream drains.
   bool programmatic_dependent_launch() const { return pdl_; }
@@ -71,6 +95,9 @@ class Runtime {
   int device_ = 0;
   gpu::DeviceProperties props_;
   bool pdl_ = false;
+  bool use_tuning_ = true;
+  std::unique_ptr<tune::TuningTable> tuning_;
+  std::string tuning_dir_;
   // Shared by every runtime of the process with the same cache configuration
   // (one per device in a tensor-parallel engine): one memory tier, one
   // single-flight, so a spec compiles once however many devices load it. The
@@ -87,11 +114,14 @@ class Runtime {
 
 class Plan {
  public:
+  // forced: run these tiles (complete, see plan::CompleteTileShape) instead
+  // of choosing; the autotuner times candidates this way.
   static absl::StatusOr<std::unique_ptr<Plan>> Create(Runtime* runtime,
                                                       const mlajit_plan_config_t* config,
                                                       int batch_size, const int32_t* qo_indptr,
                                                       const int32_t* kv_indptr,
-                                                      const int32_t* kv_lens);
+                                                      const int32_t* kv_lens,
+                                                      const plan::TileShape* forced = nullptr);
 
   // A plan whose schedule the device planner rebuilds on every Update
   // (capture-safe), in buffers sized from `limits`.
@@ -108,6 +138,8 @@ class Plan {
 
   Runtime* runtime() const { return runtime_; }
   const jit::KernelSpec& spec() const { return kernel_->spec; }
+  // The JSON of mlajit_plan_describe_json.
+  std::string DescribeJson() const;
   bool device_planned() const { return schedule_ == nullptr; }
   // Query rows of a call: the batch's, or for a device-planned plan the limit
   // (its layout lives on the device).
@@ -120,13 +152,15 @@ class Plan {
   Plan() = default;
   // Kernel spec, loaded kernel and schedule config for rows of up to max_q_len.
   // work: the batch's size when the plan is built for one batch, else null.
+  // forced: as for Create.
   absl::Status Prepare(Runtime* runtime, const mlajit_plan_config_t& config, int max_q_len,
-                       const plan::BatchWork* work);
+                       const plan::BatchWork* work, const plan::TileShape* forced);
 
   Runtime* runtime_ = nullptr;
   mlajit_plan_config_t config_{};
   const LoadedKernel* kernel_ = nullptr;
   plan::ScheduleConfig schedule_config_;
+  bool tuned_ = false;  // the tiles came from a tuning record
   std::shared_ptr<const plan::Schedule> schedule_;  // null: device-planned
   mlajit_plan_limits_t limits_{};                    // device-planned only
   std::unique_ptr<plan::DevicePlan> device_plan_;

@@ -107,6 +107,24 @@ absl::Status ValidatePlanLimits(const mlajit_plan_limits_t* l) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateTuneOptions(const mlajit_tune_options_t* o) {
+  if (o == nullptr) return absl::OkStatus();  // the defaults
+  MLAJIT_RETURN_IF_ERROR(CheckStructSize(o->struct_size, sizeof(*o), "options"));
+  if (o->warmup_calls < 0 || o->warmup_calls > 1000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("options.warmup_calls=", o->warmup_calls, ": must be in 0..1000"));
+  }
+  if (o->timed_calls < 1 || o->timed_calls > 10000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("options.timed_calls=", o->timed_calls, ": must be in 1..10000"));
+  }
+  if (o->persist != 0 && o->persist != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("options.persist=", o->persist, ": must be 0 or 1"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidatePlanUpdate(const mlajit_plan_config_t& config,
                                 const mlajit_plan_limits_t& limits, int batch_size,
                                 const int32_t* qo_indptr, const int32_t* kv_indptr,

@@ -30,6 +30,9 @@ absl::Status ValidatePlanInputs(const mlajit_plan_config_t& config, int batch_si
                                 const int32_t* qo_indptr, const int32_t* kv_indptr,
                                 const int32_t* kv_lens);
 
+// Every field of mlajit_tune_options_t; NULL (the defaults) passes.
+absl::Status ValidateTuneOptions(const mlajit_tune_options_t* options);
+
 // Every field of mlajit_plan_limits_t.
 absl::Status ValidatePlanLimits(const mlajit_plan_limits_t* limits);
 

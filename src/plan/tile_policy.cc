@@ -167,33 +167,54 @@ TileShape ChooseTiles(const std::string& arch, int rows_per_sequence, KvFormat k
   return t;
 }
 
-absl::Status ApplyTileOverride(const std::string& arch, KvFormat kv_format, TileShape* t) {
-  const char* env = std::getenv("MLAJIT_TILES");
-  if (env == nullptr || *env == '\0') return absl::OkStatus();
-  int m = 0, n = 0, warps = 0, stages = 0, ctas = 0;
-  if (std::sscanf(env, "%d,%d,%d,%d,%d", &m, &n, &warps, &stages, &ctas) != 5) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "MLAJIT_TILES=\"", env, "\": expected block_m,block_n,warps,stages,ctas_per_sm"));
-  }
+absl::Status CheckTileShape(const std::string& arch, KvFormat kv_format, const TileShape& t) {
+  const int m = t.block_m, n = t.block_n, warps = t.num_warps, stages = t.num_stages,
+            ctas = t.ctas_per_sm;
   const bool layout_ok = (m == 16 || m == 32 || m == 64) && (warps == 4 || warps == 8) &&
                          n % (warps * 4) == 0 &&  // whole copy passes of 8 lanes per token
                          warps % (m / 16) == 0 && n % 16 == 0 && n > 0 &&
                          (n / (warps / (m / 16))) % 8 == 0 &&
                          (512 / (warps / (m / 16))) % 16 == 0 && stages >= 2 && stages <= 4 &&
                          ctas >= 1 && ctas <= 4;
-  const int smem = DecodeSmemBytes(arch, kv_format, m, n, warps, stages);
+  const int smem = layout_ok ? DecodeSmemBytes(arch, kv_format, m, n, warps, stages) : 0;
   if (!HasTensorCorePath(arch) || !layout_ok ||
       ctas * (smem + 1024) > MaxDynamicSharedMemory(arch) + 1024 ||
       ctas * warps * 32 * 255 > 65536) {
-    return absl::InvalidArgumentError(absl::StrCat("MLAJIT_TILES=\"", env, "\": not a runnable shape on ",
-                                                   arch, " (", smem, " bytes of shared memory per CTA)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tiles ", m, "x", n, ", ", warps, " warps, ", stages, " stages, ", ctas,
+        " CTAs per SM: not a runnable shape on ", arch, " (", smem,
+        " bytes of shared memory per CTA)"));
   }
-  t->block_m = m;
-  t->block_n = n;
-  t->num_warps = warps;
-  t->num_stages = stages;
-  t->smem_bytes = smem;
-  t->ctas_per_sm = ctas;
+  if (t.min_split_cost < 64 || t.min_split_cost > 65536) {
+    return absl::InvalidArgumentError(absl::StrCat("min_split_cost ", t.min_split_cost,
+                                                   ": expected a token count in [64, 65536]"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TileShape> CompleteTileShape(const std::string& arch, KvFormat kv_format,
+                                            TileShape t) {
+  MLAJIT_RETURN_IF_ERROR(CheckTileShape(arch, kv_format, t));
+  t.smem_bytes = DecodeSmemBytes(arch, kv_format, t.block_m, t.block_n, t.num_warps, t.num_stages);
+  t.tensor_cores = true;
+  return t;
+}
+
+absl::Status ApplyTileOverride(const std::string& arch, KvFormat kv_format, TileShape* t) {
+  const char* env = std::getenv("MLAJIT_TILES");
+  if (env == nullptr || *env == '\0') return absl::OkStatus();
+  TileShape o = *t;
+  if (std::sscanf(env, "%d,%d,%d,%d,%d", &o.block_m, &o.block_n, &o.num_warps, &o.num_stages,
+                  &o.ctas_per_sm) != 5) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "MLAJIT_TILES=\"", env, "\": expected block_m,block_n,warps,stages,ctas_per_sm"));
+  }
+  absl::StatusOr<TileShape> done = CompleteTileShape(arch, kv_format, o);
+  if (!done.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("MLAJIT_TILES=\"", env, "\": ", done.status().message()));
+  }
+  *t = *done;
   return absl::OkStatus();
 }
 

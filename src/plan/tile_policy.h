@@ -76,6 +76,16 @@ struct BatchWork {
 TileShape ChooseTiles(const std::string& arch, int rows_per_sequence, KvFormat kv_format,
                       const BatchWork* work = nullptr);
 
+// OK when kernels of shape `t` (block_m, block_n, num_warps, num_stages,
+// ctas_per_sm, min_split_cost; smem_bytes is derived) build and run on `arch`:
+// the kernels' static layout rules, shared memory and registers per SM. Else
+// kInvalidArgument naming the shape.
+absl::Status CheckTileShape(const std::string& arch, KvFormat kv_format, const TileShape& t);
+
+// CheckTileShape, then `t` with smem_bytes and tensor_cores filled in.
+absl::StatusOr<TileShape> CompleteTileShape(const std::string& arch, KvFormat kv_format,
+                                            TileShape t);
+
 // Kernel-development knob: MLAJIT_TILES="block_m,block_n,warps,stages,ctas_per_sm"
 // replaces the policy's choice (tensor-core targets only). kInvalidArgument when
 // the string is malformed or the shape cannot run (the kernel's static layout

@@ -217,5 +217,35 @@ TEST(DecodeArgsValidation, Fp8ScaleAndKvBytes) {
   ExpectInvalid(ValidateDecodeArgs(&a, GoodConfig(), 4, 100), "args.kv_bytes=57599: the plan addresses 100 tokens of 576 bytes");
 }
 
+TEST(TuneOptionsValidation, EachField) {
+  EXPECT_TRUE(ValidateTuneOptions(nullptr).ok());
+  mlajit_tune_options_t o = MLAJIT_TUNE_OPTIONS_INIT;
+  EXPECT_TRUE(ValidateTuneOptions(&o).ok());
+  auto rejects = [](const mlajit_tune_options_t& t, const std::string& pattern) {
+    absl::Status s = ValidateTuneOptions(&t);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << pattern;
+    EXPECT_THAT(std::string(s.message()), HasSubstr(pattern));
+  };
+  mlajit_tune_options_t t = o;
+  t.struct_size = 4;
+  rejects(t, "options->struct_size=4");
+  t = o;
+  t.warmup_calls = -1;
+  rejects(t, "options.warmup_calls=-1: must be in 0..1000");
+  t = o;
+  t.timed_calls = 0;
+  rejects(t, "options.timed_calls=0: must be in 1..10000");
+  t = o;
+  t.timed_calls = 10001;
+  rejects(t, "options.timed_calls=10001");
+  t = o;
+  t.persist = 2;
+  rejects(t, "options.persist=2: must be 0 or 1");
+  t = o;
+  t.warmup_calls = 0;
+  t.persist = 0;
+  EXPECT_TRUE(ValidateTuneOptions(&t).ok());
+}
+
 }  // namespace
 }  // namespace mlajit::api_internal

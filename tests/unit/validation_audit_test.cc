@@ -304,5 +304,23 @@ TEST(ValidationAudit, CacheExportImportPaths) {
   mlajit_cache_close(c);
 }
 
+TEST(ValidationAudit, TuneRuntimeNull) {
+  mlajit_plan_config_t c = MLAJIT_PLAN_CONFIG_INIT;
+  const int32_t qo[] = {0, 1}, kv[] = {0, 64};
+  char* json = reinterpret_cast<char*>(&c);  // must be cleared
+  EXPECT_REJECTS(mlajit_tune(nullptr, &c, 1, qo, kv, nullptr, nullptr, &json),
+                 MLAJIT_STATUS_INVALID_ARGUMENT, "runtime is null");
+  EXPECT_EQ(json, nullptr);
+}
+
+TEST(ValidationAudit, PlanDescribeNulls) {
+  EXPECT_REJECTS(mlajit_plan_describe_json(nullptr, nullptr), MLAJIT_STATUS_INVALID_ARGUMENT,
+                 "json (output) is null");
+  char* json = reinterpret_cast<char*>(&json);  // must be cleared
+  EXPECT_REJECTS(mlajit_plan_describe_json(nullptr, &json), MLAJIT_STATUS_INVALID_ARGUMENT,
+                 "plan is null");
+  EXPECT_EQ(json, nullptr);
+}
+
 }  // namespace
 }  // namespace mlajit

@@ -126,6 +126,7 @@ struct Result {
   double rel_err = 0;
   bool passed = false;
   int copies = 1;
+  std::string plan_json;  // mlajit_plan_describe_json of the timed plan
 };
 
 double Median(std::vector<double> v) {
@@ -201,11 +202,29 @@ absl::StatusOr<double> GraphReplayUs(gpu::Backend* b, int dev, gpu::StreamHandle
   return *ms * 1e3 / runs;
 }
 
+// mlajit_tune on the case's layout; the chosen shape and both timings go to
+// stderr, the record to the cache directory.
+absl::Status TuneCase(DecodeHarness& h, const Case& c) {
+  const reference::Batch layout = reference::GenerateBatch(c.config);
+  const mlajit_plan_config_t pc = harness::PlanConfigFor(c.config, layout.sm_scale, false);
+  char* json = nullptr;
+  MLAJIT_RETURN_IF_ERROR(harness::FromC(mlajit_tune(
+      h.runtime(), &pc, c.config.batch_size, layout.qo_indptr.data(), layout.kv_indptr.data(),
+      c.config.page_size != 0 ? layout.kv_lens.data() : nullptr, nullptr, &json)));
+  std::fprintf(stderr, "tuned %s: %s\n", CaseName(c.config).c_str(), json);
+  mlajit_free(json);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Result> RunCase(DecodeHarness& h, const Case& c, int runs, bool check) {
   Result r;
   r.c = c;
   MLAJIT_ASSIGN_OR_RETURN(std::unique_ptr<DeviceBatch> db, h.Upload(c.config, false));
   CountWork(*db, &r);
+  char* plan_json = nullptr;
+  MLAJIT_RETURN_IF_ERROR(harness::FromC(mlajit_plan_describe_json(db->plan, &plan_json)));
+  r.plan_json = plan_json;
+  mlajit_free(plan_json);
   if (check) {
     MLAJIT_ASSIGN_OR_RETURN(harness::CaseResult cr, h.Check(*db, {false, 1, nullptr}));
     r.rel_err = cr.out.rel_l2;
@@ -366,6 +385,7 @@ int Main(int argc, char** argv) {
   int step_layers = 0;  // > 0: also time a captured step of that many layers per case
   std::string schedule_target;  // non-empty: print host schedules, no GPU
   bool check = true;
+  bool tune = false;  // mlajit_tune each case first (records kept in the cache directory)
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -379,6 +399,8 @@ int Main(int argc, char** argv) {
       only = next();
     } else if (a == "--no-check") {
       check = false;
+    } else if (a == "--tune") {
+      tune = true;
     } else if (a == "--schedule") {
       schedule_target = next();
       if (schedule_target.empty()) {
@@ -391,6 +413,8 @@ int Main(int argc, char** argv) {
       std::printf(
           "usage: mlajit_bench [--suite default|bf16|a8|mxfp4|paged64|paged1|heads128|skewed|all[,..]]\n"
           "                    [--runs N] [--json FILE] [--no-check] [--only CASE_SUBSTRING]\n"
+          "                    [--tune]   (mlajit_tune each case first; the timed plans then\n"
+          "                                use the recorded shapes)\n"
           "                    [--step-layers L]   (also: a device-planned step of L decode\n"
           "                                         calls per case, captured in a graph)\n"
           "                    [--schedule ARCH[:SMS]]  (no GPU: print each case's host\n"
@@ -433,6 +457,13 @@ int Main(int argc, char** argv) {
   HostCostBreakdown(**h);
   std::vector<Result> results;
   for (const Case& c : cases) {
+    if (tune) {
+      if (absl::Status s = TuneCase(**h, c); !s.ok()) {
+        std::fprintf(stderr, "%s: tune: %s\n", CaseName(c.config).c_str(),
+                     std::string(s.message()).c_str());
+        return 1;
+      }
+    }
     auto r = RunCase(**h, c, runs, check);
     if (!r.ok()) {
       std::fprintf(stderr, "%s: %s\n", CaseName(c.config).c_str(),
@@ -441,9 +472,9 @@ int Main(int argc, char** argv) {
     }
     results.push_back(*r);
     // Progress on stderr (one line per case): the table comes at the end.
-    std::fprintf(stderr, "[%zu/%zu] %s %s: %.2f us median%s\n", results.size(), cases.size(),
+    std::fprintf(stderr, "[%zu/%zu] %s %s: %.2f us median%s %s\n", results.size(), cases.size(),
                  c.suite.c_str(), CaseName(c.config).c_str(), r->median_us,
-                 check && !r->passed ? " (MISMATCH)" : "");
+                 check && !r->passed ? " (MISMATCH)" : "", r->plan_json.c_str());
   }
   std::printf("\n%-8s %-30s %9s %9s %9s %9s %9s %8s %8s %9s %7s %9s %s\n", "suite", "case",
               "median_us", "min_us", "burst_us", "graph_us", "host_us", "TB/s", "TFLOP/s",
@@ -499,7 +530,7 @@ int Main(int argc, char** argv) {
           << ",\"bytes\":" << r.bytes << ",\"flops\":" << r.flops
           << ",\"floor_us\":" << r.floor_us << ",\"rel_err\":" << r.rel_err
           << ",\"passed\":" << (r.passed ? "true" : "false") << ",\"copies\":" << r.copies
-          << "}";
+          << ",\"plan\":" << (r.plan_json.empty() ? "null" : r.plan_json) << "}";
     }
     out << "]}\n";
   }

@@ -1,0 +1,287 @@
+// The autotuner's host side: tuning keys, the record file, the candidate
+// shapes and the choice among measured ones. The GPU side (timing, the
+// cross-check, plans picking up records) is tests/gpu/tune_test.cc.
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "src/plan/tile_policy.h"
+#include "src/tune/candidates.h"
+#include "src/tune/tuning_table.h"
+#include "tests/unit/temp_dir.h"
+
+namespace mlajit::tune {
+namespace {
+
+using ::testing::HasSubstr;
+
+TuningRecord Sample(int rows, int bucket) {
+  TuningRecord r;
+  r.key.device = "NVIDIA H200";
+  r.key.arch = "sm_90a";
+  r.key.sm_count = 132;
+  r.key.kv_format = 1;
+  r.key.q_mode = 0;
+  r.key.page_size = 64;
+  r.key.rows = rows;
+  r.key.work_bucket = bucket;
+  r.shape.block_m = 16;
+  r.shape.block_n = 64;
+  r.shape.num_warps = 4;
+  r.shape.num_stages = 3;
+  r.shape.ctas_per_sm = 1;
+  r.shape.min_split_cost = 256;
+  r.median_ns = 15070;
+  r.default_ns = 15800;
+  r.candidates = 7;
+  r.unix_s = 1796000000;
+  r.library_version = "1.2.3";
+  return r;
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+TEST(TuneKey, WorkBucketIsTheOctaveOfTheWork) {
+  EXPECT_EQ(WorkBucket(nullptr), -1);
+  plan::BatchWork w{0, 132};
+  EXPECT_EQ(WorkBucket(&w), 0);
+  w.wide_units = 1;
+  EXPECT_EQ(WorkBucket(&w), 0);
+  w.wide_units = 2;
+  EXPECT_EQ(WorkBucket(&w), 1);
+  w.wide_units = 1023;
+  EXPECT_EQ(WorkBucket(&w), 9);
+  w.wide_units = 1024;
+  EXPECT_EQ(WorkBucket(&w), 10);
+}
+
+TEST(TuneKey, NameShowsEveryField) {
+  const TuningKey k = Sample(32, 13).key;
+  EXPECT_EQ(KeyName(k), "NVIDIA H200 sm_90a/132 fp8 a16 p64 rows32 work2^13");
+  TuningKey l = k;
+  l.work_bucket = -1;
+  l.page_size = 0;
+  l.q_mode = 1;
+  EXPECT_EQ(KeyName(l), "NVIDIA H200 sm_90a/132 fp8 a8 flat rows32 limits");
+}
+
+TEST(TuneRecord, JsonLineRoundTrips) {
+  const TuningRecord r = Sample(64, 7);
+  const std::string line = ToJsonLine(r);
+  absl::StatusOr<TuningRecord> back = ParseJsonLine(line);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->key, r.key);
+  EXPECT_TRUE(SameShape(back->shape, r.shape));
+  EXPECT_EQ(back->median_ns, r.median_ns);
+  EXPECT_EQ(back->default_ns, r.default_ns);
+  EXPECT_EQ(back->candidates, r.candidates);
+  EXPECT_EQ(back->unix_s, r.unix_s);
+  EXPECT_EQ(back->library_version, r.library_version);
+  EXPECT_EQ(ToJsonLine(*back), line);
+}
+
+TEST(TuneRecord, MalformedLinesNameTheProblem) {
+  std::string line = ToJsonLine(Sample(16, 3));
+  EXPECT_FALSE(ParseJsonLine("not json").ok());
+  std::string no_rows = line;
+  no_rows.replace(no_rows.find("\"rows\""), 6, "\"ro_ws\"");
+  absl::StatusOr<TuningRecord> r = ParseJsonLine(no_rows);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("rows"));
+  std::string bad_format = line;
+  bad_format.replace(bad_format.find("\"kv_format\":1"), 13, "\"kv_format\":7");
+  EXPECT_FALSE(ParseJsonLine(bad_format).ok());
+}
+
+TEST(TuneTable, PutFindAndReplace) {
+  TuningTable t("1.2.3");
+  EXPECT_FALSE(t.Find(Sample(16, 3).key).has_value());
+  t.Put(Sample(16, 3));
+  TuningRecord other = Sample(16, 3);
+  other.shape.num_stages = 2;
+  t.Put(other);
+  ASSERT_TRUE(t.Find(other.key).has_value());
+  EXPECT_EQ(t.Find(other.key)->shape.num_stages, 2);
+  EXPECT_FALSE(t.Find(Sample(16, 4).key).has_value());  // another octave of work
+  EXPECT_EQ(t.All().size(), 1u);
+}
+
+TEST(TuneTable, SaveThenLoadInAnotherTable) {
+  test_support::TempDir dir;
+  TuningTable a("1.2.3");
+  a.Put(Sample(16, 3));
+  a.Put(Sample(64, 9));
+  ASSERT_TRUE(a.Save(dir.path()).ok());
+  TuningTable b("1.2.3");
+  absl::StatusOr<int> n = b.Load(dir.path());
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(*n, 2);
+  ASSERT_TRUE(b.Find(Sample(64, 9).key).has_value());
+  EXPECT_EQ(b.Find(Sample(64, 9).key)->median_ns, 15070);
+}
+
+TEST(TuneTable, MissingFileLoadsNothing) {
+  test_support::TempDir dir;
+  TuningTable t("1.2.3");
+  absl::StatusOr<int> n = t.Load(dir.path());
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(*n, 0);
+}
+
+TEST(TuneTable, OtherVersionsAreIgnoredButKeptOnDisk) {
+  test_support::TempDir dir;
+  TuningTable old("1.0.0");
+  TuningRecord r = Sample(16, 3);
+  r.library_version = "1.0.0";
+  old.Put(r);
+  ASSERT_TRUE(old.Save(dir.path()).ok());
+  TuningTable now("1.2.3");
+  EXPECT_EQ(*now.Load(dir.path()), 0);
+  now.Put(Sample(32, 5));
+  ASSERT_TRUE(now.Save(dir.path()).ok());
+  const std::string text = ReadAll(dir.path() + "/tuning.jsonl");
+  EXPECT_THAT(text, HasSubstr("\"library_version\":\"1.0.0\""));
+  EXPECT_THAT(text, HasSubstr("\"library_version\":\"1.2.3\""));
+  TuningTable again("1.0.0");
+  EXPECT_EQ(*again.Load(dir.path()), 1);
+}
+
+TEST(TuneTable, SaveMergesWhatAnotherProcessWrote) {
+  test_support::TempDir dir;
+  TuningTable first("1.2.3"), second("1.2.3");
+  first.Put(Sample(16, 3));
+  ASSERT_TRUE(first.Save(dir.path()).ok());
+  TuningRecord mine = Sample(16, 3);
+  mine.median_ns = 1;  // the same key: this table's record wins
+  second.Put(mine);
+  second.Put(Sample(32, 4));
+  ASSERT_TRUE(second.Save(dir.path()).ok());
+  TuningTable check("1.2.3");
+  EXPECT_EQ(*check.Load(dir.path()), 2);
+  EXPECT_EQ(check.Find(mine.key)->median_ns, 1);
+}
+
+TEST(TuneTable, MalformedLinesAreSkipped) {
+  test_support::TempDir dir;
+  {
+    std::ofstream f(dir.path() + "/tuning.jsonl");
+    f << "garbage\n" << ToJsonLine(Sample(16, 3)) << "\n{\"device\":1}\n";
+  }
+  TuningTable t("1.2.3");
+  absl::StatusOr<int> n = t.Load(dir.path());
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(*n, 1);
+  EXPECT_TRUE(t.Find(Sample(16, 3).key).has_value());
+}
+
+struct CandidateCase {
+  std::string arch;
+  int rows;
+  KvFormat format;
+  int64_t wide_units;
+};
+
+class TuneCandidates : public ::testing::TestWithParam<CandidateCase> {};
+
+TEST_P(TuneCandidates, PolicyFirstAllRunnableNoRepeats) {
+  const CandidateCase& c = GetParam();
+  plan::BatchWork work{c.wide_units, 132};
+  const std::vector<plan::TileShape> list = Candidates(c.arch, c.rows, c.format, &work);
+  ASSERT_FALSE(list.empty());
+  EXPECT_TRUE(SameShape(list[0], plan::ChooseTiles(c.arch, c.rows, c.format, &work)));
+  EXPECT_LE(list.size(), 16u);
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (i > 0 || plan::HasTensorCorePath(c.arch)) {
+      EXPECT_TRUE(plan::CheckTileShape(c.arch, c.format, list[i]).ok()) << ShapeName(list[i]);
+    }
+    EXPECT_EQ(list[i].smem_bytes,
+              plan::HasTensorCorePath(c.arch)
+                  ? plan::DecodeSmemBytes(c.arch, c.format, list[i].block_m, list[i].block_n,
+                                          list[i].num_warps, list[i].num_stages)
+                  : list[0].smem_bytes)
+        << ShapeName(list[i]);
+    // No tile taller than the rows need.
+    EXPECT_LE(list[i].block_m, c.rows <= 16 ? 16 : c.rows <= 32 ? 32 : 64) << ShapeName(list[i]);
+    EXPECT_LE(list[i].num_stages, 4);
+    for (size_t j = 0; j < i; ++j) {
+      EXPECT_FALSE(SameShape(list[i], list[j])) << ShapeName(list[i]);
+    }
+  }
+  if (!plan::HasTensorCorePath(c.arch)) {
+    EXPECT_EQ(list.size(), 1u);  // the portable path has one shape
+  } else {
+    EXPECT_GE(list.size(), 3u);  // at least the two split floors besides the policy's
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, TuneCandidates,
+    ::testing::Values(CandidateCase{"sm_90a", 16, KvFormat::kFp8E4m3, 8192},
+                      CandidateCase{"sm_90a", 32, KvFormat::kFp8E4m3, 64},
+                      CandidateCase{"sm_90a", 64, KvFormat::kFp8E4m3, 1024},
+                      CandidateCase{"sm_90a", 128, KvFormat::kBf16, 4096},
+                      CandidateCase{"sm_90a", 16, KvFormat::kBf16, 8192},
+                      CandidateCase{"sm_90a", 32, KvFormat::kMxfp4, 512},
+                      CandidateCase{"sm_90a", 128, KvFormat::kMxfp4, 4096},
+                      CandidateCase{"sm_80", 16, KvFormat::kFp8E4m3, 512},
+                      CandidateCase{"sm_89", 64, KvFormat::kBf16, 512},
+                      CandidateCase{"gfx90a", 16, KvFormat::kFp8E4m3, 512}));
+
+TEST(TuneCandidates, HopperRowsPathOnlyForTallRows) {
+  plan::BatchWork work{4096, 132};
+  auto has_rows_path = [](const std::vector<plan::TileShape>& l) {
+    for (const plan::TileShape& t : l) {
+      if (t.block_m == 64 && t.num_warps == 8) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(has_rows_path(Candidates("sm_90a", 64, KvFormat::kFp8E4m3, &work)));
+  EXPECT_FALSE(has_rows_path(Candidates("sm_90a", 32, KvFormat::kFp8E4m3, &work)));
+  // Tiles of half the rows stay candidates (more CTAs per KV byte), shorter
+  // ones do not (each row tile reads the KV again).
+  bool has16 = false, has32 = false;
+  for (const plan::TileShape& t : Candidates("sm_90a", 64, KvFormat::kFp8E4m3, &work)) {
+    has16 |= t.block_m == 16;
+    has32 |= t.block_m == 32;
+  }
+  EXPECT_TRUE(has32);
+  EXPECT_FALSE(has16);
+}
+
+TEST(TunePick, PolicyStaysUnlessBeatenByTheMargin) {
+  EXPECT_EQ(PickFastest({100.0, 99.0, 98.5}, 0.02), 0);   // within 2 %
+  EXPECT_EQ(PickFastest({100.0, 99.0, 97.0}, 0.02), 2);
+  EXPECT_EQ(PickFastest({100.0, -1.0, 50.0}, 0.02), 2);   // failed ones never win
+  EXPECT_EQ(PickFastest({100.0, -1.0, -1.0}, 0.02), 0);
+  EXPECT_EQ(PickFastest({-1.0, 10.0}, 0.02), -1);         // nothing to compare with
+  EXPECT_EQ(PickFastest({}, 0.02), -1);
+}
+
+TEST(TuneShape, CheckNamesTheShape) {
+  plan::TileShape t;
+  t.block_m = 48;
+  absl::Status s = plan::CheckTileShape("sm_90a", KvFormat::kFp8E4m3, t);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("48x64"));
+  t.block_m = 16;
+  t.num_warps = 4;
+  t.min_split_cost = 10;
+  s = plan::CheckTileShape("sm_90a", KvFormat::kFp8E4m3, t);
+  EXPECT_THAT(s.message(), HasSubstr("min_split_cost 10"));
+  t.min_split_cost = 64;
+  absl::StatusOr<plan::TileShape> done = plan::CompleteTileShape("sm_90a", KvFormat::kFp8E4m3, t);
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->smem_bytes, plan::DecodeSmemBytes("sm_90a", KvFormat::kFp8E4m3, 16, 64, 4, 2));
+  EXPECT_FALSE(plan::CheckTileShape("gfx90a", KvFormat::kFp8E4m3, t).ok());
+}
+
+}  // namespace
+}  // namespace mlajit::tune
