@@ -158,6 +158,14 @@ MLAJIT_API mlajit_status_t mlajit_cache_stats_json(mlajit_cache_t cache, char** 
 MLAJIT_API mlajit_status_t mlajit_cache_explain_json(mlajit_cache_t cache, const char* key_a,
                                                      const char* key_b, char** json);
 
+/* The autotuner's records (see mlajit_tune) in the cache directory and the
+ * prebuilt layer: {"records":[{"file","current","class","device","arch",
+ * "sm_count","kv_format","q_mode","page_size","rows","work_bucket","block_m",
+ * "block_n","num_warps","num_stages","ctas_per_sm","min_split_cost",
+ * "median_ns","default_ns","candidates","unix_s","library_version"}],
+ * "malformed":N}. "current": written by this library version, so used. */
+MLAJIT_API mlajit_status_t mlajit_cache_tuning_json(mlajit_cache_t cache, char** json);
+
 typedef struct mlajit_cache_prune_options {
   uint32_t struct_size; /* sizeof(mlajit_cache_prune_options_t) */
   int64_t max_bytes;    /* >= 0: evict least recently used entries down to this size; -1: off */

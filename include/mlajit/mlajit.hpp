@@ -34,6 +34,15 @@ inline absl::Status StatusFromC(mlajit_status_t s) {
   return absl::Status(static_cast<absl::StatusCode>(s), mlajit_last_error());
 }
 
+// A JSON result of the C ABI as a std::string (the library's copy is freed).
+inline absl::StatusOr<std::string> JsonFromC(mlajit_status_t s, char* json) {
+  absl::Status st = StatusFromC(s);
+  std::string out = json != nullptr ? json : "";
+  mlajit_free(json);
+  if (!st.ok()) return st;
+  return out;
+}
+
 // A decode plan for one batch layout; reusable by every layer of a step.
 class Plan {
  public:
@@ -66,6 +75,12 @@ class Plan {
   // The last update's verdict; synchronises `stream` (not capture-safe).
   absl::Status CheckUpdate(void* stream = nullptr) const {
     return StatusFromC(mlajit_plan_check_update(plan_, stream));
+  }
+  // What the plan runs (kernel, tile shape, whether a tuning record chose it).
+  absl::StatusOr<std::string> DescribeJson() const {
+    char* json = nullptr;
+    const mlajit_status_t s = mlajit_plan_describe_json(plan_, &json);
+    return JsonFromC(s, json);
   }
   mlajit_plan_t get() const { return plan_; }
 
@@ -134,6 +149,25 @@ class Runtime {
     return Plan(p);
   }
 
+  // mlajit_tune: times the candidate shapes for this layout and records the
+  // fastest for its class; returns the result JSON. Seconds, synchronous.
+  absl::StatusOr<std::string> Tune(const mlajit_plan_config_t& config,
+                                   absl::Span<const int32_t> qo_indptr,
+                                   absl::Span<const int32_t> kv_indptr,
+                                   absl::Span<const int32_t> kv_lens = {},
+                                   const mlajit_tune_options_t* options = nullptr) const {
+    if (qo_indptr.empty() || qo_indptr.size() != kv_indptr.size()) {
+      return absl::InvalidArgumentError(
+          "qo_indptr and kv_indptr must both hold batch_size + 1 entries");
+    }
+    const int batch = static_cast<int>(qo_indptr.size()) - 1;
+    char* json = nullptr;
+    const mlajit_status_t s =
+        mlajit_tune(rt_, &config, batch, qo_indptr.data(), kv_indptr.data(),
+                    kv_lens.empty() ? nullptr : kv_lens.data(), options, &json);
+    return JsonFromC(s, json);
+  }
+
   std::string arch() const { return mlajit_runtime_arch(rt_); }
   mlajit_runtime_t get() const { return rt_; }
 
@@ -170,6 +204,7 @@ class KernelCache {
   }
   absl::StatusOr<std::string> StatsJson() { return TakeJson(mlajit_cache_stats_json(c_, &json_)); }
   absl::StatusOr<std::string> ListJson() { return TakeJson(mlajit_cache_list_json(c_, &json_)); }
+  absl::StatusOr<std::string> TuningJson() { return TakeJson(mlajit_cache_tuning_json(c_, &json_)); }
   mlajit_cache_t get() const { return c_; }
 
  private:

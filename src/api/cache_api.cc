@@ -11,17 +11,21 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "mlajit/mlajit.h"
 #include "src/api/c_api_internal.h"
 #include "src/base/status_macros.h"
 #include "src/cache/bundle.h"
+#include "src/cache/fs_util.h"
 #include "src/cache/kernel_cache.h"
 #include "src/cache/pins.h"
 #include "src/jit/explain.h"
 #include "src/jit/json_util.h"
 #include "src/jit/kernel_compiler.h"
 #include "src/jit/kernel_spec.h"
+#include "src/tune/candidates.h"
+#include "src/tune/tuning_table.h"
 
 // Defined in c_api.cc: stores the message in the thread-local last error.
 
@@ -146,6 +150,42 @@ absl::Status Verify(mlajit_cache* c, int* num_bad, char** json) {
   if (num_bad != nullptr) *num_bad = static_cast<int>(bad.size());
   return Emit(absl::StrCat("{\"cache_dir\":", JsonQuote(c->cache->options().cache_dir),
                            ",\"checked\":", all.size(), ",\"bad\":[", absl::StrJoin(items, ","), "]}"),
+              json);
+}
+
+// Every line of tuning.jsonl in the cache directory and the prebuilt layer.
+absl::Status Tuning(mlajit_cache* c, char** json) {
+  MLAJIT_RETURN_IF_ERROR(CheckHandle(c, "mlajit_cache_tuning_json"));
+  MLAJIT_RETURN_IF_ERROR(CheckOut(json, "mlajit_cache_tuning_json", "json"));
+  const cache::CacheOptions& o = c->cache->options();
+  std::vector<std::string> records;
+  int malformed = 0;
+  for (const std::string& dir : {o.prebuilt_dir, o.memory_only ? std::string() : o.cache_dir}) {
+    if (dir.empty()) continue;
+    const std::string path = cache::cache_internal::JoinPath(dir, tune::kTuningFileName);
+    absl::StatusOr<cache::cache_internal::FileData> data =
+        cache::cache_internal::ReadFileBounded(path, 16 << 20);
+    if (!data.ok()) {
+      if (absl::IsNotFound(data.status())) continue;
+      return data.status();
+    }
+    for (absl::string_view line : absl::StrSplit(data->bytes, '\n')) {
+      if (line.empty()) continue;
+      absl::StatusOr<tune::TuningRecord> r = tune::ParseJsonLine(line);
+      if (!r.ok()) {
+        ++malformed;
+        continue;
+      }
+      // The record's own line, with where it came from and a readable class.
+      records.push_back(absl::StrCat(
+          "{\"file\":", JsonQuote(path),
+          ",\"current\":", r->library_version == o.library_version ? "true" : "false",
+          ",\"class\":", JsonQuote(tune::KeyName(r->key)),
+          ",\"shape\":", JsonQuote(tune::ShapeName(r->shape)), ",", line.substr(1)));
+    }
+  }
+  return Emit(absl::StrCat("{\"records\":[", absl::StrJoin(records, ","),
+                           "],\"malformed\":", malformed, "}"),
               json);
 }
 
@@ -352,6 +392,10 @@ mlajit_status_t mlajit_cache_verify_json(mlajit_cache_t cache, int* num_bad, cha
 
 mlajit_status_t mlajit_cache_stats_json(mlajit_cache_t cache, char** json) {
   return api::ToC(api::Stats(cache, json));
+}
+
+mlajit_status_t mlajit_cache_tuning_json(mlajit_cache_t cache, char** json) {
+  return api::ToC(api::Tuning(cache, json));
 }
 
 mlajit_status_t mlajit_cache_explain_json(mlajit_cache_t cache, const char* key_a,

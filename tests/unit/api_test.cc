@@ -71,6 +71,16 @@ TEST(CppApi, CacheWarmsWithoutAGpu) {
   EXPECT_FALSE(missing.ok());
   EXPECT_NE(std::string(missing.message()).find("/nonexistent/manifest.jsonl"), std::string::npos)
       << missing;
+  auto tuning = cache->TuningJson();
+  ASSERT_TRUE(tuning.ok()) << tuning.status();
+  EXPECT_EQ(*tuning, "{\"records\":[],\"malformed\":0}");
+}
+
+TEST(CppApi, PlanDescribeOfNoPlanIsAnError) {
+  mlajit::Plan none;
+  absl::StatusOr<std::string> d = none.DescribeJson();
+  EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(d.status().message()).find("plan is null"), std::string::npos) << d.status();
 }
 
 }  // namespace

@@ -14,8 +14,10 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "mlajit/mlajit.h"
 #include "src/jit/compiler.h"
 #include "src/jit/kernel_spec.h"
+#include "src/tune/tuning_table.h"
 #include "tools/jitcache/json_value.h"
 
 namespace mlajit {
@@ -148,6 +150,41 @@ TEST_F(JitcacheCli, HelpEverywhere) {
     EXPECT_THAT(r.out, HasSubstr(std::string("usage: jitcache [--cache-dir DIR] [--json] ") + c)) << c;
   }
   EXPECT_THAT(Run("prune -h").out, HasSubstr("--older-than"));
+}
+
+TEST_F(JitcacheCli, TuningListsRecordsMarkingStaleAndMalformed) {
+  Result r = RunCache("tuning");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("no tuning records"), std::string::npos) << r.out;
+  tune::TuningRecord rec;
+  rec.key = {"NVIDIA H200", "sm_90a", 132, 1, 0, 0, 32, 9};
+  rec.shape.block_m = 16;
+  rec.shape.num_warps = 4;
+  rec.shape.ctas_per_sm = 1;
+  rec.median_ns = 26370;
+  rec.default_ns = 26820;
+  rec.candidates = 8;
+  rec.library_version = mlajit_version();
+  tune::TuningRecord old = rec;
+  old.library_version = "0.0.1";
+  old.key.rows = 16;
+  ASSERT_EQ(std::system(("mkdir -p '" + cache_ + "'").c_str()), 0);
+  std::ofstream(cache_ + "/tuning.jsonl")
+      << tune::ToJsonLine(rec) << "\n" << tune::ToJsonLine(old) << "\n{broken\n";
+  r = RunCache("tuning");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("NVIDIA H200 sm_90a/132 fp8 a16 flat rows32 work2^9"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("16x64 w4 s2 c1 split64"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("26.37"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("0.0.1 (stale)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1 malformed lines skipped"), std::string::npos) << r.out;
+  const JsonValue v = Json(RunCache("tuning --json"));
+  ASSERT_EQ(v["records"].items().size(), 2u);
+  EXPECT_TRUE(v["records"].items()[0]["current"].boolean());
+  EXPECT_FALSE(v["records"].items()[1]["current"].boolean());
+  EXPECT_EQ(v["records"].items()[0]["block_m"].integer(), 16);
+  EXPECT_EQ(v["malformed"].integer(), 1);
 }
 
 TEST_F(JitcacheCli, EmptyCacheListsNothingAndVerifiesClean) {

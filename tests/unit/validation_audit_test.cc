@@ -236,6 +236,7 @@ TEST(ValidationAudit, CacheCallsRejectNullHandle) {
   EXPECT_REJECTS(mlajit_cache_show_json(nullptr, "00", &json), MLAJIT_STATUS_INVALID_ARGUMENT, "mlajit_cache_show_json: cache=NULL");
   EXPECT_REJECTS(mlajit_cache_verify_json(nullptr, &bad, &json), MLAJIT_STATUS_INVALID_ARGUMENT, "mlajit_cache_verify_json: cache=NULL");
   EXPECT_REJECTS(mlajit_cache_stats_json(nullptr, &json), MLAJIT_STATUS_INVALID_ARGUMENT, "mlajit_cache_stats_json: cache=NULL");
+  EXPECT_REJECTS(mlajit_cache_tuning_json(nullptr, &json), MLAJIT_STATUS_INVALID_ARGUMENT, "mlajit_cache_tuning_json: cache=NULL");
   EXPECT_REJECTS(mlajit_cache_explain_json(nullptr, "a", "b", &json), MLAJIT_STATUS_INVALID_ARGUMENT, "mlajit_cache_explain_json: cache=NULL");
   EXPECT_REJECTS(mlajit_cache_prune_json(nullptr, &po, &json), MLAJIT_STATUS_INVALID_ARGUMENT, "mlajit_cache_prune_json: cache=NULL");
   EXPECT_REJECTS(mlajit_cache_clear(nullptr, &removed), MLAJIT_STATUS_INVALID_ARGUMENT, "mlajit_cache_clear: cache=NULL");
@@ -249,6 +250,7 @@ TEST(ValidationAudit, CacheJsonOutputNull) {
   ASSERT_NE(c, nullptr);
   EXPECT_REJECTS(mlajit_cache_list_json(c, nullptr), MLAJIT_STATUS_INVALID_ARGUMENT, "mlajit_cache_list_json: json=NULL");
   EXPECT_REJECTS(mlajit_cache_stats_json(c, nullptr), MLAJIT_STATUS_INVALID_ARGUMENT, "mlajit_cache_stats_json: json=NULL");
+  EXPECT_REJECTS(mlajit_cache_tuning_json(c, nullptr), MLAJIT_STATUS_INVALID_ARGUMENT, "mlajit_cache_tuning_json: json=NULL");
   EXPECT_REJECTS(mlajit_cache_show_json(c, "0123456789abcdef0123456789abcdef", nullptr), MLAJIT_STATUS_INVALID_ARGUMENT, "mlajit_cache_show_json: json=NULL");
   EXPECT_REJECTS(mlajit_cache_explain_json(c, "a", "b", nullptr), MLAJIT_STATUS_INVALID_ARGUMENT, "mlajit_cache_explain_json: json=NULL");
   mlajit_cache_close(c);

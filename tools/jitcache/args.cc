@@ -16,6 +16,11 @@ const std::vector<CommandSpec>& Commands() {
        "each bad entry if there is one (the library treats them as misses).\n",
        {}, {}, 0, 0},
       {"stats", "stats", "Entries, bytes, hits, misses and compiles, by arch and by template.\n", {}, {}, 0, 0},
+      {"tuning", "tuning",
+       "Lists the autotuner's records (mlajit_tune): batch class, chosen tile shape,\n"
+       "its time and the default shape's. Records of other library versions are\n"
+       "marked stale: plans do not use them.\n",
+       {}, {}, 0, 0},
       {"prune", "prune (--max-bytes N | --older-than DURATION | --stale)...",
        "Removes entries: --stale those of other cache formats or library versions and\n"
        "invalid files; --older-than those unused for DURATION (e.g. 90m, 12h, 7d, 2w);\n"
@@ -90,7 +95,7 @@ bool ParseArgs(int argc, char** argv, ParsedArgs* out, std::string* error) {
       if (out->command == nullptr) {
         out->command = FindCommand(a);
         if (out->command == nullptr) {
-          *error = "unknown command '" + a + "'; expected one of list, show, verify, stats, prune, clear, warm, explain";
+          *error = "unknown command '" + a + "'; expected one of list, show, verify, stats, tuning, prune, clear, warm, export, import, explain";
           return false;
         }
       } else {

@@ -164,6 +164,33 @@ int Verify(mlajit_cache_t cache, const ParsedArgs& a) {
   return bad == 0 ? kExitOk : kExitFailed;
 }
 
+int Tuning(mlajit_cache_t cache, const ParsedArgs& a) {
+  LibString json;
+  if (mlajit_status_t s = mlajit_cache_tuning_json(cache, &json.p); s != MLAJIT_STATUS_OK) {
+    return Failed("tuning", s);
+  }
+  if (a.json) return std::printf("%s\n", json.p), kExitOk;
+  std::optional<JsonValue> v = ParseOrComplain(json);
+  if (!v) return kExitFailed;
+  const auto& records = (*v)["records"].items();
+  if (records.empty()) {
+    std::printf("no tuning records\n");
+  } else {
+    std::printf("%-58s  %-26s %9s %9s %5s  %s\n", "CLASS", "SHAPE", "TUNED_US", "DEFAULT", "TRIED",
+                "VERSION");
+  }
+  for (const JsonValue& r : records) {
+    std::printf("%-58s  %-26s %9.2f %9.2f %5lld  %s%s\n", r["class"].str().c_str(),
+                r["shape"].str().c_str(), r["median_ns"].integer() / 1000.0,
+                r["default_ns"].integer() / 1000.0, static_cast<long long>(r["candidates"].integer()),
+                r["library_version"].str().c_str(), r["current"].boolean() ? "" : " (stale)");
+  }
+  if ((*v)["malformed"].integer() > 0) {
+    std::printf("%lld malformed lines skipped\n", static_cast<long long>((*v)["malformed"].integer()));
+  }
+  return kExitOk;
+}
+
 int Stats(mlajit_cache_t cache, const ParsedArgs& a) {
   LibString json;
   if (mlajit_status_t s = mlajit_cache_stats_json(cache, &json.p); s != MLAJIT_STATUS_OK) return Failed("stats", s);
@@ -412,6 +439,7 @@ int Run(int argc, char** argv) {
   if (cmd == "show") return Show(cache, a);
   if (cmd == "verify") return Verify(cache, a);
   if (cmd == "stats") return Stats(cache, a);
+  if (cmd == "tuning") return Tuning(cache, a);
   if (cmd == "prune") return Prune(cache, a);
   if (cmd == "clear") return Clear(cache, a);
   if (cmd == "warm") return Warm(cache, a);
