@@ -38,6 +38,7 @@ __all__ = [
     "RuntimeOptions",
     "PlanConfig",
     "DecodeArgs",
+    "TuneOptions",
     "LOG_SINK",
     "WARM_CALLBACK",
     "lib",
@@ -260,6 +261,23 @@ class DecodeArgs(ctypes.Structure):
         super().__init__(struct_size=ctypes.sizeof(DecodeArgs), **values)
 
 
+class TuneOptions(ctypes.Structure):
+    """``mlajit_tune_options_t``."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("warmup_calls", ctypes.c_int),
+        ("timed_calls", ctypes.c_int),
+        ("persist", ctypes.c_int),
+    ]
+
+    def __init__(self, **kwargs):
+        # MLAJIT_TUNE_OPTIONS_INIT
+        values = dict(warmup_calls=5, timed_calls=50, persist=1)
+        values.update(kwargs)
+        super().__init__(struct_size=ctypes.sizeof(TuneOptions), **values)
+
+
 # void (*)(mlajit_log_level_t level, const char* line, void* user)
 LOG_SINK = ctypes.CFUNCTYPE(None, _c_int, ctypes.c_char_p, ctypes.c_void_p)
 # void (*)(const mlajit_warm_progress_t* progress, void* user)
@@ -293,12 +311,17 @@ _PROTOTYPES = {
                                      ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_int32),
                                      ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(_handle)]),
     "mlajit_plan_free": (None, [_handle]),
+    "mlajit_plan_describe_json": (_status, [_handle, _out_str]),
     "mlajit_plan_create_device": (_status, [_handle, ctypes.POINTER(PlanConfig),
                                             ctypes.POINTER(PlanLimits), ctypes.POINTER(_handle)]),
     "mlajit_plan_update_async": (_status, [_handle, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
                                            ctypes.c_void_p, ctypes.c_void_p]),
     "mlajit_plan_check_update": (_status, [_handle, ctypes.c_void_p]),
     "mlajit_decode": (_status, [_handle, ctypes.POINTER(DecodeArgs), ctypes.c_void_p]),
+    "mlajit_tune": (_status, [_handle, ctypes.POINTER(PlanConfig), ctypes.c_int,
+                              ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_int32),
+                              ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(TuneOptions),
+                              _out_str]),
 }
 
 # Without these the library is not usable at all; a library older than these

@@ -8,6 +8,7 @@ import threading
 import weakref
 
 from . import _lib
+from ._cache import _take_json
 from ._lib import KvFormat, MlajitError, QMode
 from ._tensors import device_array, host_int32, stream_handle, torch_module
 
@@ -130,6 +131,36 @@ def prepare_plan(qo_indptr, kv_indptr, num_heads, kv_format, q_mode, causal, sm_
                              causal=1 if causal else 0, sm_scale=scale, page_size=page_size,
                              write_lse=1 if write_lse else 0)
     return config, batch, qo, kv, lens
+
+
+def prepare_tune_options(warmup_calls, timed_calls, persist):
+    """Validates tune() options in Python and builds the ``mlajit_tune_options_t``.
+
+    Raises ValueError / TypeError naming the argument, the value and the range
+    the library accepts.
+    """
+    warmup_calls = _int_arg(warmup_calls, "warmup_calls")
+    timed_calls = _int_arg(timed_calls, "timed_calls")
+    if not 0 <= warmup_calls <= 1000:
+        raise ValueError("warmup_calls=%d: expected 0..1000" % warmup_calls)
+    if not 1 <= timed_calls <= 10000:
+        raise ValueError("timed_calls=%d: expected 1..10000" % timed_calls)
+    return _lib.TuneOptions(warmup_calls=warmup_calls, timed_calls=timed_calls,
+                            persist=1 if persist else 0)
+
+
+def _json_call(function, *args):
+    """Calls ``function(*args, char** json)`` and returns the parsed JSON,
+    raising MlajitError (and freeing any output) when it fails."""
+    out = ctypes.c_void_p()
+    status = getattr(_lib.lib(), function)(*args, ctypes.byref(out))
+    try:
+        _lib.check(status, function)
+    except MlajitError:
+        if out.value:
+            _lib.lib().mlajit_free(out.value)
+        raise
+    return _take_json(out)
 
 
 class _RuntimeHandle:
@@ -269,6 +300,51 @@ class Runtime:
             self._plans.add(plan)
         return plan
 
+    def tune(self, qo_indptr, kv_indptr, *, num_heads, sm_scale, kv_format="fp8_e4m3",
+             q_mode="bf16", causal=True, page_size=0, kv_lens=None, write_lse=False,
+             warmup_calls=5, timed_calls=50, persist=True):
+        """Times the kernel shapes the library can run for this config and
+        batch layout and records the fastest for the batch's class
+        (``mlajit_tune``).
+
+        The class is the device model, kv_format, q_mode, page_size, max q_len x
+        heads and the batch's work within a factor of two. Plans built
+        afterwards for that class use the recorded shape: on this runtime and,
+        with ``persist``, in later processes that open the same cache directory
+        (``<cache_dir>/tuning.jsonl``), until the library version changes.
+
+        Synchronous and slow (compiles every candidate, then times each on
+        synthetic inputs on its own stream): not for the hot path. A candidate
+        whose output disagrees with the default shape's is reported and never
+        chosen; one must beat the default by 2 % to replace it.
+
+        Args:
+          qo_indptr, kv_indptr, num_heads, sm_scale, kv_format, q_mode, causal,
+            page_size, kv_lens, write_lse: as for :meth:`plan`, with the same checks.
+          warmup_calls: untimed calls per candidate, 0..1000.
+          timed_calls: timed calls per candidate (the median is kept), 1..10000.
+          persist: write the record to the runtime's cache directory.
+
+        Returns:
+          The parsed result: ``{"class": str, "chosen": int, "persisted": bool,
+          "candidates": [{"shape", "block_m", "block_n", "num_warps",
+          "num_stages", "ctas_per_sm", "min_split_cost", "median_us",
+          "rel_diff", "status"}]}``; candidate 0 is the default shape,
+          ``"status"`` is ``"ok"`` or why the candidate was skipped.
+
+        Raises:
+          ValueError, TypeError: bad arguments, checked before calling C.
+          MlajitError: the library rejected the layout (INVALID_ARGUMENT, e.g.
+            no query rows) or could not compile or run the default shape.
+        """
+        prepared = prepare_plan(qo_indptr, kv_indptr, num_heads, kv_format, q_mode, causal,
+                                sm_scale, page_size, kv_lens, write_lse)
+        options = prepare_tune_options(warmup_calls, timed_calls, persist)
+        self._check_open()
+        config, batch, qo, kv, lens = prepared
+        return _json_call("mlajit_tune", self._handle, ctypes.byref(config), batch, qo, kv, lens,
+                          ctypes.byref(options))
+
     def device_plan(self, *, max_batch_size, max_q_len=1, num_heads, sm_scale,
                     kv_format="fp8_e4m3", q_mode="bf16", causal=True, page_size=0,
                     write_lse=False):
@@ -406,6 +482,15 @@ class Plan:
         return ("<mlajit.Plan %sbatch=%d total_q=%d heads=%d kv_format=%s page_size=%d>"
                 % (state, self.batch_size, self.total_q, self.num_heads,
                    self.kv_format.name.lower(), self.page_size))
+
+    def describe(self):
+        """What the plan runs (``mlajit_plan_describe_json``), for logs and
+        debugging: ``{"kernel": str, "block_m", "block_n", "num_warps",
+        "num_stages", "num_ctas", "min_split_cost": int, "tuned": bool}``;
+        ``"tuned"``: the shape came from a :meth:`Runtime.tune` record."""
+        if self._handle is None:
+            raise ValueError("the plan is closed")
+        return _json_call("mlajit_plan_describe_json", self._handle)
 
     # ---- device-built plans -------------------------------------------------
 

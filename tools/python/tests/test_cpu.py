@@ -162,6 +162,7 @@ _STRUCTS = {
     "mlajit_plan_config_t": _lib.PlanConfig,
     "mlajit_plan_limits_t": _lib.PlanLimits,
     "mlajit_decode_args_t": _lib.DecodeArgs,
+    "mlajit_tune_options_t": _lib.TuneOptions,
 }
 
 
@@ -190,6 +191,9 @@ def _layout_program():
         '    printf("init limits %u %d %d\\n", l.struct_size, l.max_batch_size, l.max_q_len); }',
         "  { mlajit_cache_options_t o = MLAJIT_CACHE_OPTIONS_INIT;",
         '    printf("init cache %u\\n", o.struct_size); }',
+        "  { mlajit_tune_options_t t = MLAJIT_TUNE_OPTIONS_INIT;",
+        '    printf("init tune %u %d %d %d\\n", t.struct_size, t.warmup_calls, t.timed_calls,',
+        "           t.persist); }",
         "  return 0;", "}"]
     return "\n".join(lines) + "\n"
 
@@ -253,6 +257,9 @@ class StructLayoutTest(unittest.TestCase):
         lim = _lib.PlanLimits()
         self.assertEqual(self.inits["limits"],
                          [str(lim.struct_size), str(lim.max_batch_size), str(lim.max_q_len)])
+        t = _lib.TuneOptions()
+        self.assertEqual(self.inits["tune"], [str(t.struct_size), str(t.warmup_calls),
+                                              str(t.timed_calls), str(t.persist)])
 
 
 # ---- the library ------------------------------------------------------------
@@ -292,6 +299,24 @@ class LibraryTest(_TempCacheEnv):
         self.assertEqual(cm.exception.code, mlajit.Status.INVALID_ARGUMENT)
         self.assertIn("runtime is null", cm.exception.message)
         self.assertIsNone(handle.value)
+
+    def test_tune_and_describe_errors_raise_with_the_last_error(self):
+        # Both reject a null handle before touching anything else; the JSON
+        # helper raises through _lib.check with the function's name.
+        cfg = _lib.PlanConfig(num_heads=16, sm_scale=0.07)
+        qo = (ctypes.c_int32 * 2)(0, 1)
+        opts = _lib.TuneOptions()
+        with self.assertRaises(mlajit.MlajitError) as cm:
+            _runtime._json_call("mlajit_tune", None, ctypes.byref(cfg), 1, qo, qo, None,
+                                ctypes.byref(opts))
+        self.assertEqual(cm.exception.code, mlajit.Status.INVALID_ARGUMENT)
+        self.assertEqual(cm.exception.function, "mlajit_tune")
+        self.assertIn("runtime is null", cm.exception.message)
+        with self.assertRaises(mlajit.MlajitError) as cm:
+            _runtime._json_call("mlajit_plan_describe_json", None)
+        self.assertEqual(cm.exception.code, mlajit.Status.INVALID_ARGUMENT)
+        self.assertEqual(cm.exception.function, "mlajit_plan_describe_json")
+        self.assertIn("plan is null", cm.exception.message)
 
     def test_cache_stats_on_an_empty_dir(self):
         stats = mlajit.cache_stats(self.tmp)
@@ -480,6 +505,61 @@ class PlanValidationTest(unittest.TestCase):
             _tensors.host_int32(torch.zeros(2, 2, dtype=torch.int32), "qo_indptr")
 
 
+class TuneValidationTest(unittest.TestCase):
+    """Runtime.tune checks its layout arguments as plan() does, then its options."""
+
+    def check(self, exc, fragments, *args, **kwargs):
+        with self.assertRaises(exc) as cm:
+            _closed_runtime().tune(*args, **kwargs)
+        for f in fragments:
+            self.assertIn(f, str(cm.exception))
+
+    def test_plan_arguments(self):
+        self.check(ValueError, ["kv_format='fp16'", "'fp8_e4m3'"], [0, 1], [0, 5],
+                   kv_format="fp16", **_GOOD)
+        self.check(ValueError, ["q_mode='int8'"], [0, 1], [0, 5], q_mode="int8", **_GOOD)
+        self.check(ValueError, ["kv_indptr has 2 entries", "expected 3"], [0, 1, 2], [0, 5],
+                   **_GOOD)
+        self.check(ValueError, ["qo_indptr is empty"], [], [], **_GOOD)
+        self.check(ValueError, ["kv_lens has 1 entries", "batch_size=2"], [0, 1, 2], [0, 1, 2],
+                   page_size=64, kv_lens=[3], **_GOOD)
+        self.check(ValueError, ["kv_lens given with page_size=0"], [0, 1], [0, 5], kv_lens=[5],
+                   **_GOOD)
+        self.check(ValueError, ["num_heads=129", "1..128"], [0, 1], [0, 5], num_heads=129,
+                   sm_scale=0.1)
+        self.check(ValueError, ["sm_scale=nan"], [0, 1], [0, 5], num_heads=16,
+                   sm_scale=float("nan"))
+        self.check(ValueError, ["page_size=8"], [0, 1], [0, 5], page_size=8, **_GOOD)
+        self.check(TypeError, ["qo_indptr[1]=1.5", "expected an int"], [0, 1.5], [0, 5], **_GOOD)
+        with self.assertRaises(TypeError):  # sm_scale is a required keyword
+            _closed_runtime().tune([0, 1], [0, 5], num_heads=16)
+
+    def test_options(self):
+        self.check(ValueError, ["warmup_calls=-1", "0..1000"], [0, 1], [0, 5], warmup_calls=-1,
+                   **_GOOD)
+        self.check(ValueError, ["warmup_calls=1001"], [0, 1], [0, 5], warmup_calls=1001, **_GOOD)
+        self.check(ValueError, ["timed_calls=0", "1..10000"], [0, 1], [0, 5], timed_calls=0,
+                   **_GOOD)
+        self.check(ValueError, ["timed_calls=10001"], [0, 1], [0, 5], timed_calls=10001,
+                   **_GOOD)
+        self.check(TypeError, ["timed_calls=2.5", "expected an int"], [0, 1], [0, 5],
+                   timed_calls=2.5, **_GOOD)
+        self.check(TypeError, ["warmup_calls=True"], [0, 1], [0, 5], warmup_calls=True, **_GOOD)
+
+    def test_valid_arguments_reach_the_runtime_check(self):
+        self.check(ValueError, ["runtime is closed"], [0, 1, 3], [0, 100, 250], warmup_calls=0,
+                   timed_calls=1, persist=False, **_GOOD)
+        self.check(ValueError, ["runtime is closed"], [0, 1], [0, 2], page_size=64, kv_lens=[100],
+                   **_GOOD)
+
+    def test_prepared_options(self):
+        o = _runtime.prepare_tune_options(0, 7, False)
+        self.assertEqual((o.struct_size, o.warmup_calls, o.timed_calls, o.persist),
+                         (ctypes.sizeof(_lib.TuneOptions), 0, 7, 0))
+        o = _runtime.prepare_tune_options(5, 50, True)
+        self.assertEqual((o.warmup_calls, o.timed_calls, o.persist), (5, 50, 1))
+
+
 class _FakeDeviceArray:
     """Just enough of __cuda_array_interface__ for the validation paths."""
 
@@ -590,6 +670,8 @@ class DecodeValidationTest(unittest.TestCase):
         p = _fake_plan()
         p._handle = None
         self.check(ValueError, ["the plan is closed"], p, self.q, self.kv, out=self.out)
+        with self.assertRaisesRegex(ValueError, "the plan is closed"):
+            p.describe()
         p.close()  # idempotent
 
 

@@ -15,7 +15,9 @@ exactly where a row sees no token).
 
 import math
 import os
+import shutil
 import sys
+import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -450,6 +452,56 @@ class DevicePlanGraphTest(GpuTestCase):
         plan.close()
 
 
+class TuneTest(unittest.TestCase):
+    """Runtime.tune on a small fp8 layout; plans built afterwards use the record."""
+
+    def test_tune_then_plans_use_the_chosen_shape(self):
+        tmp = tempfile.mkdtemp(prefix="mlajit-tune-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        heads = 32
+        qo = _cumsum([1] * 4)
+        kv = _cumsum([1024] * 4)
+        layout = dict(num_heads=heads, sm_scale=SM_SCALE, kv_format="fp8_e4m3")
+        with mlajit.Runtime(RT.device, cache_dir=tmp) as rt:
+            result = rt.tune(qo, kv, warmup_calls=2, timed_calls=5, **layout)
+            self.assertIsInstance(result, dict)
+            candidates = result["candidates"]
+            self.assertGreaterEqual(len(candidates), 1, result)
+            for i, c in enumerate(candidates):
+                self.assertEqual(c["status"], "ok", "candidate %d (%s)" % (i, c["shape"]))
+                self.assertGreater(c["median_us"], 0, c)
+            self.assertTrue(0 <= result["chosen"] < len(candidates), result)
+            chosen = candidates[result["chosen"]]
+            self.assertTrue(result["persisted"], result)
+            self.assertTrue(os.path.isfile(os.path.join(tmp, "tuning.jsonl")))
+            with rt.plan(qo, kv, **layout) as plan:
+                d = plan.describe()
+            self.assertTrue(d["tuned"], d)
+            self.assertEqual((d["block_m"], d["num_stages"]),
+                             (chosen["block_m"], chosen["num_stages"]), (d, chosen))
+            self.assertTrue(d["kernel"].startswith("mla_decode"), d)
+        # A later runtime on that cache directory reads the record back.
+        with mlajit.Runtime(RT.device, cache_dir=tmp) as rt:
+            with rt.plan(qo, kv, **layout) as plan:
+                d = plan.describe()
+            self.assertTrue(d["tuned"], d)
+            self.assertEqual((d["block_m"], d["num_stages"]),
+                             (chosen["block_m"], chosen["num_stages"]), (d, chosen))
+            plan = rt.plan(qo, kv, **layout)
+        with self.assertRaisesRegex(ValueError, "the plan is closed"):
+            plan.describe()  # closed with its runtime
+        with self.assertRaisesRegex(ValueError, "the runtime is closed"):
+            rt.tune(qo, kv, **layout)
+
+    def test_library_rejects_a_layout_without_rows(self):
+        with self.assertRaises(mlajit.MlajitError) as cm:
+            RT.tune([0, 0], [0, 64], num_heads=16, sm_scale=SM_SCALE, timed_calls=1,
+                    persist=False)
+        self.assertEqual(cm.exception.code, mlajit.Status.INVALID_ARGUMENT)
+        self.assertEqual(cm.exception.function, "mlajit_tune")
+        self.assertIn("no query rows", cm.exception.message)
+
+
 class RuntimeTest(unittest.TestCase):
     def test_default_device_and_arch(self):
         self.assertEqual(RT.device, torch.cuda.current_device())
@@ -474,6 +526,16 @@ class RuntimeTest(unittest.TestCase):
         with self.assertRaises(mlajit.MlajitError) as cm:
             RT.plan([0, 9], [0, 5], num_heads=16, sm_scale=SM_SCALE)
         self.assertEqual(cm.exception.code, mlajit.Status.INVALID_ARGUMENT)
+
+    def test_describe(self):
+        with RT.plan([0, 1, 2], [0, 300, 1000], num_heads=16, sm_scale=SM_SCALE) as plan:
+            d = plan.describe()
+        for key in ("block_m", "block_n", "num_warps", "num_stages", "num_ctas"):
+            self.assertIsInstance(d[key], int, (key, d))
+            self.assertGreater(d[key], 0, (key, d))
+        self.assertIsInstance(d["min_split_cost"], int, d)
+        self.assertIsInstance(d["tuned"], bool, d)
+        self.assertTrue(d["kernel"].startswith("mla_decode"), d)
 
     def test_closing_the_runtime_closes_its_plans(self):
         rt = mlajit.Runtime()
