@@ -377,16 +377,17 @@ MLAJIT_API mlajit_status_t mlajit_decode(mlajit_plan_t plan, const mlajit_decode
  * compiles every candidate (in parallel; seconds on a cold cache), checks
  * each candidate's output against the default shape's (a candidate that
  * disagrees is reported and never chosen), then times each with device
- * events: the median of timed_calls after warmup_calls. A candidate must
- * beat the default shape by 2 % to replace it. Synchronous; uses its own
- * stream; not for the hot path. */
+ * events: timed_calls calls issued back to back as the benchmark does, in
+ * five rounds that visit the candidates in turn (after warmup_calls), the
+ * median kept. A candidate must beat the default shape by 2 % to replace
+ * it. Synchronous; uses its own stream; not for the hot path. */
 typedef struct mlajit_tune_options {
   uint32_t struct_size; /* sizeof(mlajit_tune_options_t) */
   int warmup_calls;     /* per candidate, 0..1000; default 5 */
-  int timed_calls;      /* per candidate, 1..10000; default 50 */
+  int timed_calls;      /* per candidate, 1..10000; default 100 */
   int persist;          /* 1 (default): write the record to the cache directory */
 } mlajit_tune_options_t;
-#define MLAJIT_TUNE_OPTIONS_INIT { sizeof(mlajit_tune_options_t), 5, 50, 1 }
+#define MLAJIT_TUNE_OPTIONS_INIT { sizeof(mlajit_tune_options_t), 5, 100, 1 }
 
 /* Arguments as for mlajit_plan_create; options NULL for the defaults.
  * result_json (may be NULL): {"class":"...","chosen":i,"persisted":bool,

@@ -25,6 +25,7 @@ constexpr double kMaxRelDiff = 1e-2;   // the tests' bar against the CPU referen
 constexpr size_t kRotateBytes = size_t{256} << 20;  // KV read per rotation: > 4 x L2
 constexpr int kMaxCopies = 64;
 constexpr int kPatternTokens = 256;    // distinct synthetic tokens, repeated
+constexpr int kTimingRounds = 5;       // the candidates are timed in turn, this often
 constexpr float kFp8Range = 8.0f;      // fp8 codes span +-8; kv_scale brings them to +-1
 
 // A device allocation freed on scope exit.
@@ -59,23 +60,27 @@ class DeviceBuffer {
 };
 
 // Device events freed on scope exit.
-class EventPair {
+class Events {
  public:
-  EventPair(gpu::Backend* b, int device) : backend_(b), device_(device) {}
-  ~EventPair() {
-    if (start != 0) (void)backend_->DestroyEvent(device_, start);
-    if (end != 0) (void)backend_->DestroyEvent(device_, end);
+  Events(gpu::Backend* b, int device) : backend_(b), device_(device) {}
+  Events(const Events&) = delete;
+  Events& operator=(const Events&) = delete;
+  ~Events() {
+    for (gpu::EventHandle e : events_) (void)backend_->DestroyEvent(device_, e);
   }
-  absl::Status Create() {
-    MLAJIT_ASSIGN_OR_RETURN(start, backend_->CreateEvent(device_));
-    MLAJIT_ASSIGN_OR_RETURN(end, backend_->CreateEvent(device_));
+  absl::Status Create(int n) {
+    for (int i = 0; i < n; ++i) {
+      MLAJIT_ASSIGN_OR_RETURN(gpu::EventHandle e, backend_->CreateEvent(device_));
+      events_.push_back(e);
+    }
     return absl::OkStatus();
   }
-  gpu::EventHandle start = 0, end = 0;
+  gpu::EventHandle operator[](int i) const { return events_[i]; }
 
  private:
   gpu::Backend* backend_;
   int device_;
+  std::vector<gpu::EventHandle> events_;
 };
 
 // Random values in (-1, 1) encoded as the KV format stores them, one token
@@ -201,36 +206,49 @@ mlajit_decode_args_t ArgsFor(const Inputs& in, int copy) {
   return a;
 }
 
-// One candidate: its plan, one poisoned call whose output is read back,
-// then the timed calls.
-absl::Status RunCandidate(Runtime* rt, const mlajit_plan_config_t& c, int batch_size,
-                          const int32_t* qo, const int32_t* kv, const int32_t* kv_lens,
-                          const Inputs& in, gpu::StreamHandle stream, const TuneOptions& o,
-                          std::vector<uint16_t>* out, CandidateOutcome* result) {
+// A candidate's plan and one poisoned call whose output is read back.
+absl::StatusOr<std::unique_ptr<Plan>> CheckCandidate(
+    Runtime* rt, const mlajit_plan_config_t& c, int batch_size, const int32_t* qo,
+    const int32_t* kv, const int32_t* kv_lens, const Inputs& in, gpu::StreamHandle stream,
+    const plan::TileShape& shape, std::vector<uint16_t>* out) {
   gpu::Backend* b = rt->backend();
   const int dev = rt->device();
   MLAJIT_ASSIGN_OR_RETURN(std::unique_ptr<Plan> plan,
-                          Plan::Create(rt, &c, batch_size, qo, kv, kv_lens, &result->shape));
+                          Plan::Create(rt, &c, batch_size, qo, kv, kv_lens, &shape));
   MLAJIT_RETURN_IF_ERROR(b->MemsetD8(dev, in.out.ptr(), 0xff, in.out.bytes(), stream));  // NaN
   const mlajit_decode_args_t first = ArgsFor(in, 0);
   MLAJIT_RETURN_IF_ERROR(plan->Decode(&first, stream));
   out->resize(in.out.bytes() / 2);
   MLAJIT_RETURN_IF_ERROR(b->MemcpyDtoH(dev, out->data(), in.out.ptr(), in.out.bytes(), stream));
   MLAJIT_RETURN_IF_ERROR(b->StreamSynchronize(dev, stream));
-  EventPair ev(b, dev);
-  MLAJIT_RETURN_IF_ERROR(ev.Create());
-  std::vector<double> us;
-  us.reserve(o.timed_calls);
-  for (int i = 0; i < o.warmup_calls + o.timed_calls; ++i) {
+  return plan;
+}
+
+// `calls` timed calls of one plan, appended to *us. Timed like the
+// benchmark: calls back to back, an event pair around each, one
+// synchronisation at the end, so that a call's time is the device's and not
+// the host's launch latency into an idle GPU.
+absl::Status TimeCalls(Runtime* rt, const Plan& plan, const Inputs& in, gpu::StreamHandle stream,
+                       int warmup, int calls, std::vector<double>* us) {
+  gpu::Backend* b = rt->backend();
+  const int dev = rt->device();
+  for (int i = 0; i < warmup; ++i) {
     const mlajit_decode_args_t a = ArgsFor(in, i % in.copies);
-    MLAJIT_RETURN_IF_ERROR(b->RecordEvent(dev, ev.start, stream));
-    MLAJIT_RETURN_IF_ERROR(plan->Decode(&a, stream));
-    MLAJIT_RETURN_IF_ERROR(b->RecordEvent(dev, ev.end, stream));
-    MLAJIT_RETURN_IF_ERROR(b->EventSynchronize(dev, ev.end));
-    MLAJIT_ASSIGN_OR_RETURN(float ms, b->ElapsedMs(ev.start, ev.end));
-    if (i >= o.warmup_calls) us.push_back(ms * 1000.0);
+    MLAJIT_RETURN_IF_ERROR(plan.Decode(&a, stream));
   }
-  result->median_us = Median(std::move(us));
+  Events ev(b, dev);
+  MLAJIT_RETURN_IF_ERROR(ev.Create(2 * calls));
+  for (int i = 0; i < calls; ++i) {
+    const mlajit_decode_args_t a = ArgsFor(in, (warmup + i) % in.copies);
+    MLAJIT_RETURN_IF_ERROR(b->RecordEvent(dev, ev[2 * i], stream));
+    MLAJIT_RETURN_IF_ERROR(plan.Decode(&a, stream));
+    MLAJIT_RETURN_IF_ERROR(b->RecordEvent(dev, ev[2 * i + 1], stream));
+  }
+  MLAJIT_RETURN_IF_ERROR(b->StreamSynchronize(dev, stream));
+  for (int i = 0; i < calls; ++i) {
+    MLAJIT_ASSIGN_OR_RETURN(float ms, b->ElapsedMs(ev[2 * i], ev[2 * i + 1]));
+    us->push_back(ms * 1000.0);
+  }
   return absl::OkStatus();
 }
 
@@ -303,14 +321,20 @@ absl::StatusOr<TuneResult> Tune(Runtime* rt, const mlajit_plan_config_t* config,
   Inputs in(rt->backend(), rt->device());
   MLAJIT_RETURN_IF_ERROR(MakeInputs(rt, c, batch_size, qo_indptr, kv_indptr, stream.get(), &in));
 
+  // First every candidate's output against the default shape's, then the
+  // timing in rounds that visit the candidates in turn, so that a drift of
+  // clocks or temperature during the run spreads over all of them.
   std::vector<uint16_t> base, out;
-  std::vector<double> medians;
+  std::vector<std::unique_ptr<Plan>> plans(result.candidates.size());
   for (size_t i = 0; i < result.candidates.size(); ++i) {
     CandidateOutcome& o = result.candidates[i];
     o.status = compiled[i];
     if (o.status.ok()) {
-      o.status = RunCandidate(rt, c, batch_size, qo_indptr, kv_indptr, kv_lens, in, stream.get(),
-                              options, i == 0 ? &base : &out, &o);
+      absl::StatusOr<std::unique_ptr<Plan>> p =
+          CheckCandidate(rt, c, batch_size, qo_indptr, kv_indptr, kv_lens, in, stream.get(),
+                         o.shape, i == 0 ? &base : &out);
+      o.status = p.status();
+      if (p.ok()) plans[i] = *std::move(p);
     }
     if (i == 0) {
       if (!o.status.ok()) return o.status;
@@ -328,7 +352,31 @@ absl::StatusOr<TuneResult> Tune(Runtime* rt, const mlajit_plan_config_t* config,
                                                     kMaxRelDiff, ")"));
       }
     }
-    if (!o.status.ok()) {
+    if (!o.status.ok()) plans[i].reset();
+  }
+  const int rounds = std::min(kTimingRounds, options.timed_calls);
+  std::vector<std::vector<double>> samples(result.candidates.size());
+  for (int round = 0; round < rounds; ++round) {
+    // Round r times calls [r * n / rounds, (r + 1) * n / rounds).
+    const int calls = (round + 1) * options.timed_calls / rounds -
+                      round * options.timed_calls / rounds;
+    for (size_t i = 0; i < result.candidates.size(); ++i) {
+      CandidateOutcome& o = result.candidates[i];
+      if (plans[i] == nullptr) continue;
+      o.status = TimeCalls(rt, *plans[i], in, stream.get(), round == 0 ? options.warmup_calls : 1,
+                           calls, &samples[i]);
+      if (!o.status.ok()) {
+        if (i == 0) return o.status;
+        plans[i].reset();
+      }
+    }
+  }
+  std::vector<double> medians;
+  for (size_t i = 0; i < result.candidates.size(); ++i) {
+    CandidateOutcome& o = result.candidates[i];
+    if (o.status.ok()) {
+      o.median_us = Median(samples[i]);
+    } else {
       MLAJIT_LOG_WARN("tuning ", tune::KeyName(result.key), ": ", tune::ShapeName(o.shape),
                       " skipped: ", o.status.message());
       o.median_us = -1;

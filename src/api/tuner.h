@@ -22,7 +22,7 @@ namespace mlajit::api_internal {
 
 struct TuneOptions {
   int warmup_calls = 5;
-  int timed_calls = 50;
+  int timed_calls = 100;
   bool persist = true;
 };
 

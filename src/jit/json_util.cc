@@ -173,7 +173,7 @@ class Parser {
 };
 
 absl::Status FieldError(absl::string_view name, absl::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat("spec JSON: field \"", name, "\": ", what));
+  return absl::InvalidArgumentError(absl::StrCat("field \"", name, "\": ", what));
 }
 
 std::string Shown(const FlatJsonValue& v) {

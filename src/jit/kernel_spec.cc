@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "src/base/status_macros.h"
@@ -138,7 +139,9 @@ std::string SpecToJson(const KernelSpec& spec) {
       ",\"num_stages\":", spec.num_stages, ",\"arch\":", jit_internal::JsonQuote(spec.arch), "}");
 }
 
-absl::StatusOr<KernelSpec> SpecFromJson(absl::string_view json) {
+namespace {
+
+absl::StatusOr<KernelSpec> SpecFromJsonObject(absl::string_view json) {
   MLAJIT_ASSIGN_OR_RETURN(jit_internal::FlatJsonObject obj, jit_internal::ParseFlatJsonObject(json));
   for (const auto& field : obj.fields) {
     // Not a structured binding: C++17 does not let a lambda capture one (clang
@@ -167,6 +170,17 @@ absl::StatusOr<KernelSpec> SpecFromJson(absl::string_view json) {
   MLAJIT_ASSIGN_OR_RETURN(s.num_warps, obj.GetInt("num_warps"));
   MLAJIT_ASSIGN_OR_RETURN(s.num_stages, obj.GetInt("num_stages"));
   MLAJIT_ASSIGN_OR_RETURN(s.arch, obj.GetString("arch"));
+  return s;
+}
+
+}  // namespace
+
+absl::StatusOr<KernelSpec> SpecFromJson(absl::string_view json) {
+  absl::StatusOr<KernelSpec> s = SpecFromJsonObject(json);
+  // The flat-object getters name the field; say which document it is in.
+  if (!s.ok() && absl::StartsWith(s.status().message(), "field ")) {
+    return absl::InvalidArgumentError(absl::StrCat("spec JSON: ", s.status().message()));
+  }
   return s;
 }
 

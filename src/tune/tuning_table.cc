@@ -38,6 +38,38 @@ absl::StatusOr<int64_t> GetInt64(const FlatJsonObject& o, absl::string_view name
   return v->int_value;
 }
 
+// The record of one parsed line; the field name in the message when one is
+// missing or of the wrong type.
+absl::StatusOr<TuningRecord> RecordFromObject(const FlatJsonObject& o) {
+  TuningRecord r;
+  MLAJIT_ASSIGN_OR_RETURN(r.key.device, o.GetString("device"));
+  MLAJIT_ASSIGN_OR_RETURN(r.key.arch, o.GetString("arch"));
+  MLAJIT_ASSIGN_OR_RETURN(r.key.sm_count, o.GetInt("sm_count"));
+  MLAJIT_ASSIGN_OR_RETURN(r.key.kv_format, o.GetInt("kv_format"));
+  MLAJIT_ASSIGN_OR_RETURN(r.key.q_mode, o.GetInt("q_mode"));
+  MLAJIT_ASSIGN_OR_RETURN(r.key.page_size, o.GetInt("page_size"));
+  MLAJIT_ASSIGN_OR_RETURN(r.key.rows, o.GetInt("rows"));
+  MLAJIT_ASSIGN_OR_RETURN(r.key.work_bucket, o.GetInt("work_bucket"));
+  MLAJIT_ASSIGN_OR_RETURN(r.shape.block_m, o.GetInt("block_m"));
+  MLAJIT_ASSIGN_OR_RETURN(r.shape.block_n, o.GetInt("block_n"));
+  MLAJIT_ASSIGN_OR_RETURN(r.shape.num_warps, o.GetInt("num_warps"));
+  MLAJIT_ASSIGN_OR_RETURN(r.shape.num_stages, o.GetInt("num_stages"));
+  MLAJIT_ASSIGN_OR_RETURN(r.shape.ctas_per_sm, o.GetInt("ctas_per_sm"));
+  MLAJIT_ASSIGN_OR_RETURN(r.shape.min_split_cost, o.GetInt("min_split_cost"));
+  MLAJIT_ASSIGN_OR_RETURN(r.median_ns, GetInt64(o, "median_ns"));
+  MLAJIT_ASSIGN_OR_RETURN(r.default_ns, GetInt64(o, "default_ns"));
+  MLAJIT_ASSIGN_OR_RETURN(r.candidates, o.GetInt("candidates"));
+  MLAJIT_ASSIGN_OR_RETURN(r.unix_s, GetInt64(o, "unix_s"));
+  MLAJIT_ASSIGN_OR_RETURN(r.library_version, o.GetString("library_version"));
+  if (r.key.kv_format < 0 || r.key.kv_format > 2 || r.key.q_mode < 0 || r.key.q_mode > 1 ||
+      r.key.rows < 1 || r.key.work_bucket < -1) {
+    return absl::InvalidArgumentError("key fields out of range");
+  }
+  // The shape itself is checked against the target where it is used
+  // (plan::CompleteTileShape), since only the target knows what runs.
+  return r;
+}
+
 }  // namespace
 
 int WorkBucket(const plan::BatchWork* work) {
@@ -72,34 +104,9 @@ std::string ToJsonLine(const TuningRecord& r) {
 
 absl::StatusOr<TuningRecord> ParseJsonLine(absl::string_view line) {
   MLAJIT_ASSIGN_OR_RETURN(FlatJsonObject o, jit::jit_internal::ParseFlatJsonObject(line));
-  TuningRecord r;
-  MLAJIT_ASSIGN_OR_RETURN(r.key.device, o.GetString("device"));
-  MLAJIT_ASSIGN_OR_RETURN(r.key.arch, o.GetString("arch"));
-  MLAJIT_ASSIGN_OR_RETURN(r.key.sm_count, o.GetInt("sm_count"));
-  MLAJIT_ASSIGN_OR_RETURN(r.key.kv_format, o.GetInt("kv_format"));
-  MLAJIT_ASSIGN_OR_RETURN(r.key.q_mode, o.GetInt("q_mode"));
-  MLAJIT_ASSIGN_OR_RETURN(r.key.page_size, o.GetInt("page_size"));
-  MLAJIT_ASSIGN_OR_RETURN(r.key.rows, o.GetInt("rows"));
-  MLAJIT_ASSIGN_OR_RETURN(r.key.work_bucket, o.GetInt("work_bucket"));
-  MLAJIT_ASSIGN_OR_RETURN(r.shape.block_m, o.GetInt("block_m"));
-  MLAJIT_ASSIGN_OR_RETURN(r.shape.block_n, o.GetInt("block_n"));
-  MLAJIT_ASSIGN_OR_RETURN(r.shape.num_warps, o.GetInt("num_warps"));
-  MLAJIT_ASSIGN_OR_RETURN(r.shape.num_stages, o.GetInt("num_stages"));
-  MLAJIT_ASSIGN_OR_RETURN(r.shape.ctas_per_sm, o.GetInt("ctas_per_sm"));
-  MLAJIT_ASSIGN_OR_RETURN(r.shape.min_split_cost, o.GetInt("min_split_cost"));
-  MLAJIT_ASSIGN_OR_RETURN(r.median_ns, GetInt64(o, "median_ns"));
-  MLAJIT_ASSIGN_OR_RETURN(r.default_ns, GetInt64(o, "default_ns"));
-  MLAJIT_ASSIGN_OR_RETURN(r.candidates, o.GetInt("candidates"));
-  MLAJIT_ASSIGN_OR_RETURN(r.unix_s, GetInt64(o, "unix_s"));
-  MLAJIT_ASSIGN_OR_RETURN(r.library_version, o.GetString("library_version"));
-  if (r.key.kv_format < 0 || r.key.kv_format > 2 || r.key.q_mode < 0 || r.key.q_mode > 1 ||
-      r.key.rows < 1 || r.key.work_bucket < -1) {
-    return absl::InvalidArgumentError("key fields out of range");
-  }
-  // The shape itself is checked against the target where it is used
-  // (plan::CompleteTileShape), since only the target knows what runs.
-  return r;
+  return RecordFromObject(o);
 }
+
 
 std::vector<TuningRecord> TuningTable::Parse(absl::string_view text,
                                              const std::string& path) const {

@@ -273,7 +273,7 @@ class TuneOptions(ctypes.Structure):
 
     def __init__(self, **kwargs):
         # MLAJIT_TUNE_OPTIONS_INIT
-        values = dict(warmup_calls=5, timed_calls=50, persist=1)
+        values = dict(warmup_calls=5, timed_calls=100, persist=1)
         values.update(kwargs)
         super().__init__(struct_size=ctypes.sizeof(TuneOptions), **values)
 

@@ -302,7 +302,7 @@ class Runtime:
 
     def tune(self, qo_indptr, kv_indptr, *, num_heads, sm_scale, kv_format="fp8_e4m3",
              q_mode="bf16", causal=True, page_size=0, kv_lens=None, write_lse=False,
-             warmup_calls=5, timed_calls=50, persist=True):
+             warmup_calls=5, timed_calls=100, persist=True):
         """Times the kernel shapes the library can run for this config and
         batch layout and records the fastest for the batch's class
         (``mlajit_tune``).
