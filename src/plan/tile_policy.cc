@@ -126,9 +126,11 @@ TileShape ChooseTiles(const std::string& arch, int rows_per_sequence, KvFormat k
   static constexpr Candidate kLarge[] = {{64, 64, 8}, {64, 32, 8}, {32, 32, 8}, {32, 16, 4}};
   // MXFP4 with 17..32 rows on Hopper: 32 x 64 tiles, one CTA per SM, unless
   // the batch gives each resident CTA fewer than 3 wide units; then 16 x 32
-  // tiles, two CTAs per SM. H200 (tools/bench/RESULTS.md v14), against 32 x 32:
-  // (32,1,1024,32) 44.0 -> 38.8 us (512 wide units), (4,1,1024,32) 23.3 ->
-  // 21.8 us (64); the other shape lost on each (46.5 and 25.3 us).
+  // tiles, also one CTA per SM. H200 (tools/bench/RESULTS.md v14), against
+  // 32 x 32: (32,1,1024,32) 44.0 -> 38.8 us (512 wide units), (4,1,1024,32)
+  // 23.3 -> 21.8 us (64); the other shape lost on each (46.5 and 25.3 us).
+  // The autotuner (RESULTS.md v16) then found one CTA per SM faster than two
+  // for the small batch's 16 x 32 tiles: (4,1,1024,32) 21.9 -> 19.1 us.
   static constexpr Candidate kMediumMxfp4Hopper[] = {{32, 64, 8}};
   static constexpr Candidate kMediumMxfp4HopperSmallBatch[] = {{16, 32, 4}};
   const int limit = MaxDynamicSharedMemory(arch);
@@ -154,6 +156,7 @@ TileShape ChooseTiles(const std::string& arch, int rows_per_sequence, KvFormat k
     pick(std::begin(kMediumMxfp4Hopper), std::end(kMediumMxfp4Hopper));
     if (SmallBatchFor(work, t)) {
       pick(std::begin(kMediumMxfp4HopperSmallBatch), std::end(kMediumMxfp4HopperSmallBatch));
+      t.ctas_per_sm = 1;  // fewer, longer pieces: less to merge (above)
     }
     return t;
   }

@@ -71,8 +71,8 @@ struct BatchWork {
 // (4,1,1024,32) from 19.7 to 15.7 us and (32,1,1024,32) from 31.4 to 28.3 us
 // (0.2 and 1.9 units per CTA); they tied at 3.9 ((32,4,1024,16)) and lost
 // at 7.8 ((4,4,8192,32): 51.9 -> 56.2 us). MXFP4 with 17..32 rows on sm_90a
-// makes the same trade between 32 x 64 tiles (one CTA per SM) and 16 x 32
-// (two per SM), at the same threshold (RESULTS.md v14).
+// makes the same trade between 32 x 64 tiles and 16 x 32, one CTA per SM
+// either way, at the same threshold (RESULTS.md v14, v16).
 TileShape ChooseTiles(const std::string& arch, int rows_per_sequence, KvFormat kv_format,
                       const BatchWork* work = nullptr);
 

@@ -127,8 +127,8 @@ TEST(TilePolicy, SmallBatchesTakeNarrowRowTilesOnTheWgmmaPath) {
 }
 
 TEST(TilePolicy, Mxfp4MediumRowsOnHopperTakeWideTilesOrSmallBatchTiles) {
-  // 17..32 rows: 32 x 64 (one CTA per SM) unless fewer than 3 wide units per
-  // resident CTA, then 16 x 32 (two per SM); other targets keep 32 x 32.
+  // 17..32 rows: 32 x 64 unless fewer than 3 wide units per resident CTA,
+  // then 16 x 32, one CTA per SM either way; other targets keep 32 x 32.
   const BatchWork small{4 * 16, 132}, large{32 * 16, 132};  // (4|32,1,1024,32)
   for (int rows : {17, 32}) {
     for (const TileShape& t : {ChooseTiles("sm_90a", rows, KvFormat::kMxfp4, &large),
@@ -142,7 +142,7 @@ TEST(TilePolicy, Mxfp4MediumRowsOnHopperTakeWideTilesOrSmallBatchTiles) {
     EXPECT_EQ(s.block_m, 16) << rows;
     EXPECT_EQ(s.block_n, 32) << rows;
     EXPECT_EQ(s.num_warps, 4) << rows;
-    EXPECT_EQ(s.ctas_per_sm, 2) << rows;
+    EXPECT_EQ(s.ctas_per_sm, 1) << rows;
     EXPECT_EQ(s.smem_bytes, MlaMmaSmemBytes(2, 16, 32, s.num_stages));
   }
   const BatchWork edge_below{3 * 132 - 1, 132}, edge{3 * 132, 132};
