@@ -90,6 +90,20 @@ def _take_json(ptr):
     return json.loads(text)
 
 
+def json_call(function, *args):
+    """Calls ``function(*args, char** json)`` and returns the parsed JSON,
+    raising MlajitError (and freeing any output) when it fails."""
+    out = ctypes.c_void_p()
+    status = getattr(_lib.lib(), function)(*args, ctypes.byref(out))
+    try:
+        _lib.check(status, function)
+    except MlajitError:
+        if out.value:
+            _lib.lib().mlajit_free(out.value)
+        raise
+    return _take_json(out)
+
+
 class Cache:
     """A kernel cache opened for inspection, maintenance and warm-up
     (``mlajit_cache_t``; thread-safe). Context manager; :meth:`close` frees it.
@@ -134,15 +148,7 @@ class Cache:
         return self._handle
 
     def _json_call(self, name, *args):
-        out = ctypes.c_void_p()
-        status = getattr(_lib.lib(), name)(self._h(), *args, ctypes.byref(out))
-        try:
-            _lib.check(status, name)
-        except MlajitError:
-            if out.value:
-                _lib.lib().mlajit_free(out.value)
-            raise
-        return _take_json(out)
+        return json_call(name, self._h(), *args)
 
     def list(self):
         """{"cache_dir": ..., "entries": [{"key", "template", "arch", "spec", ...}]}"""

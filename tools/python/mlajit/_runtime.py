@@ -8,7 +8,7 @@ import threading
 import weakref
 
 from . import _lib
-from ._cache import _take_json
+from ._cache import json_call
 from ._lib import KvFormat, MlajitError, QMode
 from ._tensors import device_array, host_int32, stream_handle, torch_module
 
@@ -147,20 +147,6 @@ def prepare_tune_options(warmup_calls, timed_calls, persist):
         raise ValueError("timed_calls=%d: expected 1..10000" % timed_calls)
     return _lib.TuneOptions(warmup_calls=warmup_calls, timed_calls=timed_calls,
                             persist=1 if persist else 0)
-
-
-def _json_call(function, *args):
-    """Calls ``function(*args, char** json)`` and returns the parsed JSON,
-    raising MlajitError (and freeing any output) when it fails."""
-    out = ctypes.c_void_p()
-    status = getattr(_lib.lib(), function)(*args, ctypes.byref(out))
-    try:
-        _lib.check(status, function)
-    except MlajitError:
-        if out.value:
-            _lib.lib().mlajit_free(out.value)
-        raise
-    return _take_json(out)
 
 
 class _RuntimeHandle:
@@ -342,7 +328,7 @@ class Runtime:
         options = prepare_tune_options(warmup_calls, timed_calls, persist)
         self._check_open()
         config, batch, qo, kv, lens = prepared
-        return _json_call("mlajit_tune", self._handle, ctypes.byref(config), batch, qo, kv, lens,
+        return json_call("mlajit_tune", self._handle, ctypes.byref(config), batch, qo, kv, lens,
                           ctypes.byref(options))
 
     def device_plan(self, *, max_batch_size, max_q_len=1, num_heads, sm_scale,
@@ -490,7 +476,7 @@ class Plan:
         ``"tuned"``: the shape came from a :meth:`Runtime.tune` record."""
         if self._handle is None:
             raise ValueError("the plan is closed")
-        return _json_call("mlajit_plan_describe_json", self._handle)
+        return json_call("mlajit_plan_describe_json", self._handle)
 
     # ---- device-built plans -------------------------------------------------
 

@@ -307,13 +307,13 @@ class LibraryTest(_TempCacheEnv):
         qo = (ctypes.c_int32 * 2)(0, 1)
         opts = _lib.TuneOptions()
         with self.assertRaises(mlajit.MlajitError) as cm:
-            _runtime._json_call("mlajit_tune", None, ctypes.byref(cfg), 1, qo, qo, None,
+            _runtime.json_call("mlajit_tune", None, ctypes.byref(cfg), 1, qo, qo, None,
                                 ctypes.byref(opts))
         self.assertEqual(cm.exception.code, mlajit.Status.INVALID_ARGUMENT)
         self.assertEqual(cm.exception.function, "mlajit_tune")
         self.assertIn("runtime is null", cm.exception.message)
         with self.assertRaises(mlajit.MlajitError) as cm:
-            _runtime._json_call("mlajit_plan_describe_json", None)
+            _runtime.json_call("mlajit_plan_describe_json", None)
         self.assertEqual(cm.exception.code, mlajit.Status.INVALID_ARGUMENT)
         self.assertEqual(cm.exception.function, "mlajit_plan_describe_json")
         self.assertIn("plan is null", cm.exception.message)
