@@ -386,8 +386,13 @@ typedef struct mlajit_tune_options {
   int warmup_calls;     /* per candidate, 0..1000; default 5 */
   int timed_calls;      /* per candidate, 1..10000; default 100 */
   int persist;          /* 1 (default): write the record to the cache directory */
+  /* 1: record the choice also for device-built plans (mlajit_plan_create_device)
+   * of this config whose limits.max_q_len is the layout's longest q_len: they
+   * have no batch to size by, so the layout stands for the batches they will
+   * see. 0 (default): host-built plans of the layout's class only. */
+  int device_plans;
 } mlajit_tune_options_t;
-#define MLAJIT_TUNE_OPTIONS_INIT { sizeof(mlajit_tune_options_t), 5, 100, 1 }
+#define MLAJIT_TUNE_OPTIONS_INIT { sizeof(mlajit_tune_options_t), 5, 100, 1, 0 }
 
 /* Arguments as for mlajit_plan_create; options NULL for the defaults.
  * result_json (may be NULL): {"class":"...","chosen":i,"persisted":bool,

@@ -138,6 +138,7 @@ mlajit_status_t mlajit_tune(mlajit_runtime_t runtime, const mlajit_plan_config_t
     o.warmup_calls = options->warmup_calls;
     o.timed_calls = options->timed_calls;
     o.persist = options->persist != 0;
+    o.device_plans = options->device_plans != 0;
   }
   mlajit::gpu::ScopedDeviceRestore restore(runtime->impl->backend());
   auto r = mlajit::api_internal::Tune(runtime->impl.get(), config, batch_size, qo_indptr,

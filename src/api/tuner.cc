@@ -397,6 +397,10 @@ absl::StatusOr<TuneResult> Tune(Runtime* rt, const mlajit_plan_config_t* config,
   record.unix_s = static_cast<int64_t>(std::time(nullptr));
   record.library_version = cache::CacheOptions::LibraryVersion();
   rt->tuning().Put(record);
+  if (options.device_plans) {
+    record.key.work_bucket = tune::WorkBucket(nullptr);  // the key of plans sized by limits
+    rt->tuning().Put(record);
+  }
   MLAJIT_LOG_INFO("tuned ", tune::KeyName(result.key), ": ", tune::ShapeName(best.shape), " ",
                   best.median_us, " us (default ", result.candidates[0].median_us, " us)");
   if (options.persist && !rt->tuning_dir().empty()) {

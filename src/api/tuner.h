@@ -24,6 +24,7 @@ struct TuneOptions {
   int warmup_calls = 5;
   int timed_calls = 100;
   bool persist = true;
+  bool device_plans = false;  // also record for device-built plans (mlajit.h)
 };
 
 struct CandidateOutcome {

@@ -122,6 +122,10 @@ absl::Status ValidateTuneOptions(const mlajit_tune_options_t* o) {
     return absl::InvalidArgumentError(
         absl::StrCat("options.persist=", o->persist, ": must be 0 or 1"));
   }
+  if (o->device_plans != 0 && o->device_plans != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("options.device_plans=", o->device_plans, ": must be 0 or 1"));
+  }
   return absl::OkStatus();
 }
 

@@ -110,6 +110,7 @@ TEST(GpuTune, RecordsTheFastestAndLaterPlansUseIt) {
   mlajit_tune_options_t o = MLAJIT_TUNE_OPTIONS_INIT;
   o.warmup_calls = 2;
   o.timed_calls = 20;
+  o.device_plans = 1;
   char* raw = nullptr;
   ASSERT_EQ(mlajit_tune(h->runtime(), &pc, c.batch_size, layout.qo_indptr.data(),
                         layout.kv_indptr.data(), nullptr, &o, &raw),
@@ -150,6 +151,19 @@ TEST(GpuTune, RecordsTheFastestAndLaterPlansUseIt) {
     absl::StatusOr<harness::CaseResult> r = harness.Check(**db, {});
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_TRUE(r->out.Passes(OutputTolerance(c))) << r->spec << "\n" << r->out.ToString();
+    // A device-built plan of the config (options.device_plans) too.
+    mlajit_plan_limits_t lim = MLAJIT_PLAN_LIMITS_INIT;
+    lim.max_batch_size = 64;
+    lim.max_q_len = c.q_len;
+    mlajit_plan_t dp = nullptr;
+    ASSERT_EQ(mlajit_plan_create_device(harness.runtime(), &pc, &lim, &dp), MLAJIT_STATUS_OK)
+        << mlajit_last_error();
+    char* dj = nullptr;
+    ASSERT_EQ(mlajit_plan_describe_json(dp, &dj), MLAJIT_STATUS_OK) << mlajit_last_error();
+    const std::string dd = TakeJson(dj);
+    mlajit_plan_free(dp);
+    EXPECT_EQ(dd.find("\"tuned\":true") != std::string::npos, tuned) << dd;
+    if (tuned) EXPECT_EQ(IntField(dd, "block_m"), IntField(best, "block_m")) << dd;
   };
   expect_tuned_plan(*h, true);
   h.reset();

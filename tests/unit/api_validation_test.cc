@@ -242,8 +242,12 @@ TEST(TuneOptionsValidation, EachField) {
   t.persist = 2;
   rejects(t, "options.persist=2: must be 0 or 1");
   t = o;
+  t.device_plans = -1;
+  rejects(t, "options.device_plans=-1: must be 0 or 1");
+  t = o;
   t.warmup_calls = 0;
   t.persist = 0;
+  t.device_plans = 1;
   EXPECT_TRUE(ValidateTuneOptions(&t).ok());
 }
 

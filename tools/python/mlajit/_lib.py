@@ -269,11 +269,12 @@ class TuneOptions(ctypes.Structure):
         ("warmup_calls", ctypes.c_int),
         ("timed_calls", ctypes.c_int),
         ("persist", ctypes.c_int),
+        ("device_plans", ctypes.c_int),
     ]
 
     def __init__(self, **kwargs):
         # MLAJIT_TUNE_OPTIONS_INIT
-        values = dict(warmup_calls=5, timed_calls=100, persist=1)
+        values = dict(warmup_calls=5, timed_calls=100, persist=1, device_plans=0)
         values.update(kwargs)
         super().__init__(struct_size=ctypes.sizeof(TuneOptions), **values)
 

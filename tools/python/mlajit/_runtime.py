@@ -133,7 +133,7 @@ def prepare_plan(qo_indptr, kv_indptr, num_heads, kv_format, q_mode, causal, sm_
     return config, batch, qo, kv, lens
 
 
-def prepare_tune_options(warmup_calls, timed_calls, persist):
+def prepare_tune_options(warmup_calls, timed_calls, persist, device_plans=False):
     """Validates tune() options in Python and builds the ``mlajit_tune_options_t``.
 
     Raises ValueError / TypeError naming the argument, the value and the range
@@ -146,7 +146,7 @@ def prepare_tune_options(warmup_calls, timed_calls, persist):
     if not 1 <= timed_calls <= 10000:
         raise ValueError("timed_calls=%d: expected 1..10000" % timed_calls)
     return _lib.TuneOptions(warmup_calls=warmup_calls, timed_calls=timed_calls,
-                            persist=1 if persist else 0)
+                            persist=1 if persist else 0, device_plans=1 if device_plans else 0)
 
 
 class _RuntimeHandle:
@@ -288,7 +288,7 @@ class Runtime:
 
     def tune(self, qo_indptr, kv_indptr, *, num_heads, sm_scale, kv_format="fp8_e4m3",
              q_mode="bf16", causal=True, page_size=0, kv_lens=None, write_lse=False,
-             warmup_calls=5, timed_calls=100, persist=True):
+             warmup_calls=5, timed_calls=100, persist=True, device_plans=False):
         """Times the kernel shapes the library can run for this config and
         batch layout and records the fastest for the batch's class
         (``mlajit_tune``).
@@ -310,6 +310,8 @@ class Runtime:
           warmup_calls: untimed calls per candidate, 0..1000.
           timed_calls: timed calls per candidate (the median is kept), 1..10000.
           persist: write the record to the runtime's cache directory.
+          device_plans: record the choice also for :meth:`device_plan` plans of
+            this config whose max_q_len is the layout's longest q_len.
 
         Returns:
           The parsed result: ``{"class": str, "chosen": int, "persisted": bool,
@@ -325,7 +327,7 @@ class Runtime:
         """
         prepared = prepare_plan(qo_indptr, kv_indptr, num_heads, kv_format, q_mode, causal,
                                 sm_scale, page_size, kv_lens, write_lse)
-        options = prepare_tune_options(warmup_calls, timed_calls, persist)
+        options = prepare_tune_options(warmup_calls, timed_calls, persist, device_plans)
         self._check_open()
         config, batch, qo, kv, lens = prepared
         return json_call("mlajit_tune", self._handle, ctypes.byref(config), batch, qo, kv, lens,

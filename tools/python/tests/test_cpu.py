@@ -192,8 +192,8 @@ def _layout_program():
         "  { mlajit_cache_options_t o = MLAJIT_CACHE_OPTIONS_INIT;",
         '    printf("init cache %u\\n", o.struct_size); }',
         "  { mlajit_tune_options_t t = MLAJIT_TUNE_OPTIONS_INIT;",
-        '    printf("init tune %u %d %d %d\\n", t.struct_size, t.warmup_calls, t.timed_calls,',
-        "           t.persist); }",
+        '    printf("init tune %u %d %d %d %d\\n", t.struct_size, t.warmup_calls, t.timed_calls,',
+        "           t.persist, t.device_plans); }",
         "  return 0;", "}"]
     return "\n".join(lines) + "\n"
 
@@ -259,7 +259,8 @@ class StructLayoutTest(unittest.TestCase):
                          [str(lim.struct_size), str(lim.max_batch_size), str(lim.max_q_len)])
         t = _lib.TuneOptions()
         self.assertEqual(self.inits["tune"], [str(t.struct_size), str(t.warmup_calls),
-                                              str(t.timed_calls), str(t.persist)])
+                                              str(t.timed_calls), str(t.persist),
+                                              str(t.device_plans)])
 
 
 # ---- the library ------------------------------------------------------------
@@ -557,7 +558,9 @@ class TuneValidationTest(unittest.TestCase):
         self.assertEqual((o.struct_size, o.warmup_calls, o.timed_calls, o.persist),
                          (ctypes.sizeof(_lib.TuneOptions), 0, 7, 0))
         o = _runtime.prepare_tune_options(5, 50, True)
-        self.assertEqual((o.warmup_calls, o.timed_calls, o.persist), (5, 50, 1))
+        self.assertEqual((o.warmup_calls, o.timed_calls, o.persist, o.device_plans), (5, 50, 1, 0))
+        o = _runtime.prepare_tune_options(5, 50, True, device_plans=True)
+        self.assertEqual(o.device_plans, 1)
 
 
 class _FakeDeviceArray:
