@@ -163,7 +163,9 @@ TEST(GpuTune, RecordsTheFastestAndLaterPlansUseIt) {
     const std::string dd = TakeJson(dj);
     mlajit_plan_free(dp);
     EXPECT_EQ(dd.find("\"tuned\":true") != std::string::npos, tuned) << dd;
-    if (tuned) EXPECT_EQ(IntField(dd, "block_m"), IntField(best, "block_m")) << dd;
+    if (tuned) {
+      EXPECT_EQ(IntField(dd, "block_m"), IntField(best, "block_m")) << dd;
+    }
   };
   expect_tuned_plan(*h, true);
   h.reset();
