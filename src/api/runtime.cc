@@ -170,23 +170,24 @@ absl::StatusOr<plan::TileShape> Runtime::ChooseTiles(const mlajit_plan_config_t&
                                                      int max_q_len, const plan::BatchWork* work,
                                                      bool* tuned) const {
   const KvFormat format = static_cast<KvFormat>(config.kv_format);
-  plan::TileShape t = plan::ChooseTiles(props_.arch, max_q_len * config.num_heads, format, work);
-  bool used = false;
+  std::optional<plan::TileShape> record;
   if (use_tuning_) {
     if (std::optional<tune::TuningRecord> r = tuning_->Find(TuningKeyFor(config, max_q_len, work))) {
       absl::StatusOr<plan::TileShape> shape = plan::CompleteTileShape(props_.arch, format, r->shape);
       if (shape.ok()) {
-        t = *shape;
-        used = true;
+        record = *shape;
       } else {
         MLAJIT_LOG_WARN("tuning record for ", tune::KeyName(r->key), " ignored: ",
                         shape.status().message());
       }
     }
   }
-  MLAJIT_RETURN_IF_ERROR(plan::ApplyTileOverride(props_.arch, format, &t));
-  MLAJIT_RETURN_IF_ERROR(plan::ApplySplitOverride(&t));
-  if (tuned != nullptr) *tuned = used;
+  MLAJIT_ASSIGN_OR_RETURN(
+      plan::TileShape t,
+      plan::ChooseTilesWithOverrides(props_.arch, max_q_len * config.num_heads, format, work,
+                                     record.has_value() ? &*record : nullptr));
+  // Tuned: the plan runs the record's shape (the knobs may have replaced it).
+  if (tuned != nullptr) *tuned = record.has_value() && tune::SameShape(t, *record);
   return t;
 }
 
@@ -285,6 +286,25 @@ std::string Plan::DescribeJson() const {
                       ",\"tuned\":", tuned_ ? "true" : "false", "}");
 }
 
+absl::StatusOr<HostLayout> CheckHostLayout(const mlajit_plan_config_t* config, int batch_size,
+                                           const int32_t* qo_indptr, const int32_t* kv_indptr,
+                                           const int32_t* kv_lens) {
+  MLAJIT_RETURN_IF_ERROR(ValidatePlanConfig(config));
+  MLAJIT_RETURN_IF_ERROR(ValidatePlanInputs(*config, batch_size, qo_indptr, kv_indptr, kv_lens));
+  HostLayout h;
+  h.view.num_heads = config->num_heads;
+  h.view.page_size = config->page_size;
+  h.view.causal = config->causal != 0;
+  h.view.qo_indptr = {qo_indptr, static_cast<size_t>(batch_size) + 1};
+  h.view.kv_indptr = {kv_indptr, static_cast<size_t>(batch_size) + 1};
+  if (kv_lens != nullptr) h.view.kv_lens = {kv_lens, static_cast<size_t>(batch_size)};
+  MLAJIT_RETURN_IF_ERROR(plan::ValidateLayout(h.view));
+  for (int b = 0; b < batch_size; ++b) {
+    h.max_q_len = std::max(h.max_q_len, qo_indptr[b + 1] - qo_indptr[b]);
+  }
+  return h;
+}
+
 absl::StatusOr<std::unique_ptr<Plan>> Plan::Create(Runtime* runtime,
                                                    const mlajit_plan_config_t* config,
                                                    int batch_size, const int32_t* qo_indptr,
@@ -292,23 +312,12 @@ absl::StatusOr<std::unique_ptr<Plan>> Plan::Create(Runtime* runtime,
                                                    const int32_t* kv_lens,
                                                    const plan::TileShape* forced) {
   if (runtime == nullptr) return absl::InvalidArgumentError("runtime is null");
-  MLAJIT_RETURN_IF_ERROR(ValidatePlanConfig(config));
-  MLAJIT_RETURN_IF_ERROR(ValidatePlanInputs(*config, batch_size, qo_indptr, kv_indptr, kv_lens));
-  plan::LayoutView layout;
-  layout.num_heads = config->num_heads;
-  layout.page_size = config->page_size;
-  layout.causal = config->causal != 0;
-  layout.qo_indptr = {qo_indptr, static_cast<size_t>(batch_size) + 1};
-  layout.kv_indptr = {kv_indptr, static_cast<size_t>(batch_size) + 1};
-  if (kv_lens != nullptr) layout.kv_lens = {kv_lens, static_cast<size_t>(batch_size)};
-  MLAJIT_RETURN_IF_ERROR(plan::ValidateLayout(layout));
-
-  int max_q_len = 1;
-  for (int b = 0; b < batch_size; ++b) max_q_len = std::max(max_q_len, qo_indptr[b + 1] - qo_indptr[b]);
+  MLAJIT_ASSIGN_OR_RETURN(HostLayout layout,
+                          CheckHostLayout(config, batch_size, qo_indptr, kv_indptr, kv_lens));
   std::unique_ptr<Plan> p(new Plan());
-  const plan::BatchWork work = plan::MeasureBatch(layout, runtime->properties().sm_count);
-  MLAJIT_RETURN_IF_ERROR(p->Prepare(runtime, *config, max_q_len, &work, forced));
-  MLAJIT_ASSIGN_OR_RETURN(p->schedule_, runtime->GetSchedule(layout, p->schedule_config_));
+  const plan::BatchWork work = plan::MeasureBatch(layout.view, runtime->properties().sm_count);
+  MLAJIT_RETURN_IF_ERROR(p->Prepare(runtime, *config, layout.max_q_len, &work, forced));
+  MLAJIT_ASSIGN_OR_RETURN(p->schedule_, runtime->GetSchedule(layout.view, p->schedule_config_));
   MLAJIT_RETURN_IF_ERROR(p->device_plan_->Upload(*p->schedule_, p->schedule_config_.block_m));
   p->kv_extent_ = kv_indptr[batch_size];
   return p;

@@ -40,6 +40,16 @@ struct LoadedKernel {
   int smem_bytes = 0;
 };
 
+// A host-built plan's batch layout, checked as mlajit_plan_create checks it
+// (config, arrays, contents), with its longest q_len (at least 1).
+struct HostLayout {
+  plan::LayoutView view;
+  int max_q_len = 1;
+};
+absl::StatusOr<HostLayout> CheckHostLayout(const mlajit_plan_config_t* config, int batch_size,
+                                           const int32_t* qo_indptr, const int32_t* kv_indptr,
+                                           const int32_t* kv_lens);
+
 // The kernel of a plan config whose rows reach max_q_len, with `tiles`, for `arch`.
 jit::KernelSpec SpecFor(const mlajit_plan_config_t& config, int max_q_len,
                         const plan::TileShape& tiles, const std::string& arch);

@@ -7,7 +7,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "src/api/validation.h"
 #include "src/base/log.h"
 #include "src/base/mla_types.h"
 #include "src/base/status_macros.h"
@@ -277,27 +276,16 @@ absl::StatusOr<TuneResult> Tune(Runtime* rt, const mlajit_plan_config_t* config,
                                 const int32_t* qo_indptr, const int32_t* kv_indptr,
                                 const int32_t* kv_lens, const TuneOptions& options) {
   if (rt == nullptr) return absl::InvalidArgumentError("runtime is null");
-  MLAJIT_RETURN_IF_ERROR(ValidatePlanConfig(config));
-  MLAJIT_RETURN_IF_ERROR(ValidatePlanInputs(*config, batch_size, qo_indptr, kv_indptr, kv_lens));
+  MLAJIT_ASSIGN_OR_RETURN(HostLayout layout,
+                          CheckHostLayout(config, batch_size, qo_indptr, kv_indptr, kv_lens));
   const mlajit_plan_config_t& c = *config;
-  plan::LayoutView layout;
-  layout.num_heads = c.num_heads;
-  layout.page_size = c.page_size;
-  layout.causal = c.causal != 0;
-  layout.qo_indptr = {qo_indptr, static_cast<size_t>(batch_size) + 1};
-  layout.kv_indptr = {kv_indptr, static_cast<size_t>(batch_size) + 1};
-  if (kv_lens != nullptr) layout.kv_lens = {kv_lens, static_cast<size_t>(batch_size)};
-  MLAJIT_RETURN_IF_ERROR(plan::ValidateLayout(layout));
-  int max_q_len = 1;
-  for (int i = 0; i < batch_size; ++i) {
-    max_q_len = std::max(max_q_len, qo_indptr[i + 1] - qo_indptr[i]);
-  }
+  const int max_q_len = layout.max_q_len;
   if (qo_indptr[batch_size] == 0) {
     return absl::InvalidArgumentError(
         "mlajit_tune: the layout has no query rows (qo_indptr[batch_size] = 0): nothing to time");
   }
   const gpu::DeviceProperties& props = rt->properties();
-  const plan::BatchWork work = plan::MeasureBatch(layout, props.sm_count);
+  const plan::BatchWork work = plan::MeasureBatch(layout.view, props.sm_count);
   const KvFormat format = static_cast<KvFormat>(c.kv_format);
 
   TuneResult result;

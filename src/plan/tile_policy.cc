@@ -235,8 +235,10 @@ absl::Status ApplySplitOverride(TileShape* t) {
 }
 
 absl::StatusOr<TileShape> ChooseTilesWithOverrides(const std::string& arch, int rows_per_sequence,
-                                                   KvFormat kv_format, const BatchWork* work) {
-  TileShape t = ChooseTiles(arch, rows_per_sequence, kv_format, work);
+                                                   KvFormat kv_format, const BatchWork* work,
+                                                   const TileShape* preferred) {
+  TileShape t =
+      preferred != nullptr ? *preferred : ChooseTiles(arch, rows_per_sequence, kv_format, work);
   MLAJIT_RETURN_IF_ERROR(ApplyTileOverride(arch, kv_format, &t));
   MLAJIT_RETURN_IF_ERROR(ApplySplitOverride(&t));
   return t;

@@ -96,11 +96,13 @@ absl::Status ApplyTileOverride(const std::string& arch, KvFormat kv_format, Tile
 // t->min_split_cost. kInvalidArgument when malformed or out of range.
 absl::Status ApplySplitOverride(TileShape* t);
 
-// ChooseTiles, then both knobs above: the tiles a plan runs with. The runtime
-// and the benchmark's schedule report use it, so that they agree.
+// ChooseTiles, replaced by `preferred` (a complete shape, e.g. a tuning
+// record's) when given, then both knobs above: the tiles a plan runs with.
+// The runtime and the benchmark's schedule report use it, so that they agree.
 absl::StatusOr<TileShape> ChooseTilesWithOverrides(const std::string& arch, int rows_per_sequence,
                                                    KvFormat kv_format,
-                                                   const BatchWork* work = nullptr);
+                                                   const BatchWork* work = nullptr,
+                                                   const TileShape* preferred = nullptr);
 
 }  // namespace mlajit::plan
 

@@ -213,5 +213,22 @@ TEST(TilePolicy, SplitOverrideTakesATokenCountInRange) {
   }
 }
 
+TEST(TilePolicy, PreferredShapeReplacesThePolicyBeforeTheKnobs) {
+  TileShape tuned = ChooseTiles("sm_90a", 16, KvFormat::kFp8E4m3);
+  tuned.num_stages = 4;
+  tuned.ctas_per_sm = 1;
+  tuned.min_split_cost = 256;
+  absl::StatusOr<TileShape> t =
+      ChooseTilesWithOverrides("sm_90a", 16, KvFormat::kFp8E4m3, nullptr, &tuned);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->num_stages, 4);
+  EXPECT_EQ(t->min_split_cost, 256);
+  ScopedEnv env("MLAJIT_SPLIT_MIN_COST", "128");  // the knobs still win
+  t = ChooseTilesWithOverrides("sm_90a", 16, KvFormat::kFp8E4m3, nullptr, &tuned);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->num_stages, 4);
+  EXPECT_EQ(t->min_split_cost, 128);
+}
+
 }  // namespace
 }  // namespace mlajit::plan
