@@ -31,13 +31,15 @@ def smem_bytes(kv, m, n, stages):  # MlaMmaSmemBytes in kernel_templates/mla_par
             stages * n * RAW_STRIDE[kv] + m * (n + 4) * 4)
 
 
-def tiles(arch, rows, kv):
+def tiles(arch, rows, kv, page):
     """[(block_m, block_n, num_warps, num_stages)]: every shape ChooseTiles may
-    pick for this row count (the wgmma path takes 16-row tiles for small
-    batches of more rows too)."""
+    pick for this row count and page size (the wgmma path takes 16-row tiles
+    for small batches of more rows too)."""
     if not (arch.startswith("sm_") and int(arch[3:].rstrip("a")) >= 80):
         return [(16, 16, 8, 2)]
     if arch == "sm_90a" and kv != "mxfp4":  # the warpgroup-MMA paths
+        if rows > 32 and kv == "fp8_e4m3" and page == 1:
+            return [(32, 64, 4, 2), (64, 64, 8, 2)]  # large and small batches
         if rows > 32:
             return [(64, 64, 8, 2)]  # rows as M, 64 rows per tile
         return [(16, 64, 4, 2)] if rows <= 16 else [(32, 64, 4, 2), (16, 64, 4, 2)]
@@ -71,9 +73,14 @@ def write(path, arch, title):
     for heads in HEADS:
         for q in Q_LENS:
             for kv, q_modes in KV:
-                for m, n, warps, stages in tiles(arch, heads * q, kv):
+                shapes = []  # every page size's, in a stable order
+                for page in PAGES:
+                    shapes += [t for t in tiles(arch, heads * q, kv, page) if t not in shapes]
+                for m, n, warps, stages in shapes:
                     for q_mode in q_modes:
                         for page in PAGES:
+                            if (m, n, warps, stages) not in tiles(arch, heads * q, kv, page):
+                                continue
                             spec = dict(template_name="mla_decode", num_heads=heads, max_q_len=q,
                                         kv_format=kv, q_mode=q_mode, page_size=page, causal=True,
                                         write_lse=False, block_m=m, block_n=n, num_warps=warps,

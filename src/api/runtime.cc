@@ -185,7 +185,7 @@ absl::StatusOr<plan::TileShape> Runtime::ChooseTiles(const mlajit_plan_config_t&
   MLAJIT_ASSIGN_OR_RETURN(
       plan::TileShape t,
       plan::ChooseTilesWithOverrides(props_.arch, max_q_len * config.num_heads, format, work,
-                                     record.has_value() ? &*record : nullptr));
+                                     record.has_value() ? &*record : nullptr, config.page_size));
   // Tuned: the plan runs the record's shape (the knobs may have replaced it).
   if (tuned != nullptr) *tuned = record.has_value() && tune::SameShape(t, *record);
   return t;
@@ -263,7 +263,7 @@ absl::Status Plan::Prepare(Runtime* runtime, const mlajit_plan_config_t& config,
     MLAJIT_LOG_WARN("tuned tiles ", tune::ShapeName(tiles), " unavailable (",
                     kernel.status().message(), "); using the tile policy's");
     tiles = plan::ChooseTiles(props.arch, max_q_len * config.num_heads,
-                              static_cast<KvFormat>(config.kv_format), work);
+                              static_cast<KvFormat>(config.kv_format), work, config.page_size);
     tuned = false;
     kernel = runtime->GetKernel(SpecFor(config, max_q_len, tiles, props.arch), tiles.smem_bytes);
   }

@@ -37,6 +37,22 @@ bool SmallBatchFor(const BatchWork* work, const TileShape& t) {
   return work != nullptr && work->wide_units < int64_t{3} * work->sm_count * t.ctas_per_sm;
 }
 
+// Page size 1 scatters every token: the 64-row path, one CTA per SM, keeps
+// too few bytes in flight for that (tools/bench/RESULTS.md, "page size 1 on
+// the 64-row path"), and the swap-AB path's 32-row tiles at two CTAs per SM
+// win once the batch is large. Measured on the H200 (fp8, RESULTS.md v16, the
+// autotuner's picks): (32,4,8192,32) 264.7 -> 240.8 us and (128,4,8192,16)
+// 509.8 -> 457.6 us at 62 and 124 wide units per resident CTA; at 7.8 and
+// 3.9 ((4,4,8192,32), (32,4,1024,16)) the 64-row path stayed ahead. A plan
+// sized by limits (work null) is taken as large.
+bool ScatteredLargeBatch(KvFormat kv_format, int page_size, const BatchWork* work) {
+  constexpr int kUnitsPerCta = 16;
+  constexpr int kCtasPerSm = 2;  // the swap-AB fp8 tiles'
+  return kv_format == KvFormat::kFp8E4m3 && page_size == 1 &&
+         (work == nullptr ||
+          work->wide_units >= int64_t{kUnitsPerCta} * kCtasPerSm * work->sm_count);
+}
+
 }  // namespace
 
 bool HasTensorCorePath(const std::string& arch) {
@@ -70,7 +86,7 @@ int DecodeSmemBytes(const std::string& arch, KvFormat kv_format, int block_m, in
 }
 
 TileShape ChooseTiles(const std::string& arch, int rows_per_sequence, KvFormat kv_format,
-                      const BatchWork* work) {
+                      const BatchWork* work, int page_size) {
   TileShape t;
   if (!HasTensorCorePath(arch)) {
     t.block_m = 16;
@@ -79,7 +95,8 @@ TileShape ChooseTiles(const std::string& arch, int rows_per_sequence, KvFormat k
     return t;
   }
   t.tensor_cores = true;
-  if (arch == "sm_90a" && kv_format != KvFormat::kMxfp4 && rows_per_sequence > 32) {
+  if (arch == "sm_90a" && kv_format != KvFormat::kMxfp4 && rows_per_sequence > 32 &&
+      !ScatteredLargeBatch(kv_format, page_size, work)) {
     // Warpgroup MMA with the rows as M (mla_decode_wgmma_rows.cuh): two
     // warpgroups per tile of 64 query rows, one CTA per SM; each KV tile
     // becomes a 16-bit operand in shared memory once per 64 rows.
@@ -104,7 +121,7 @@ TileShape ChooseTiles(const std::string& arch, int rows_per_sequence, KvFormat k
       t.ctas_per_sm = CtasPerSm(arch, t);
     };
     shape(rows_per_sequence <= 16 ? 16 : 32);
-    if (t.block_m == 32 && SmallBatchFor(work, t)) {
+    if (t.block_m == 32 && rows_per_sequence <= 32 && SmallBatchFor(work, t)) {
       shape(16);  // a small batch: more CTAs beat more rows per KV byte
     }
     return t;
@@ -236,9 +253,10 @@ absl::Status ApplySplitOverride(TileShape* t) {
 
 absl::StatusOr<TileShape> ChooseTilesWithOverrides(const std::string& arch, int rows_per_sequence,
                                                    KvFormat kv_format, const BatchWork* work,
-                                                   const TileShape* preferred) {
-  TileShape t =
-      preferred != nullptr ? *preferred : ChooseTiles(arch, rows_per_sequence, kv_format, work);
+                                                   const TileShape* preferred, int page_size) {
+  TileShape t = preferred != nullptr
+                    ? *preferred
+                    : ChooseTiles(arch, rows_per_sequence, kv_format, work, page_size);
   MLAJIT_RETURN_IF_ERROR(ApplyTileOverride(arch, kv_format, &t));
   MLAJIT_RETURN_IF_ERROR(ApplySplitOverride(&t));
   return t;

@@ -72,9 +72,12 @@ struct BatchWork {
 // (0.2 and 1.9 units per CTA); they tied at 3.9 ((32,4,1024,16)) and lost
 // at 7.8 ((4,4,8192,32): 51.9 -> 56.2 us). MXFP4 with 17..32 rows on sm_90a
 // makes the same trade between 32 x 64 tiles and 16 x 32, one CTA per SM
-// either way, at the same threshold (RESULTS.md v14, v16).
+// either way, at the same threshold (RESULTS.md v14, v16). `page_size` (0:
+// flat): fp8 with page size 1 and more than 32 rows takes the swap-AB path's
+// 32-row tiles instead of the 64-row path unless the batch is small
+// (tile_policy.cc says why).
 TileShape ChooseTiles(const std::string& arch, int rows_per_sequence, KvFormat kv_format,
-                      const BatchWork* work = nullptr);
+                      const BatchWork* work = nullptr, int page_size = 0);
 
 // OK when kernels of shape `t` (block_m, block_n, num_warps, num_stages,
 // ctas_per_sm, min_split_cost; smem_bytes is derived) build and run on `arch`:
@@ -102,7 +105,8 @@ absl::Status ApplySplitOverride(TileShape* t);
 absl::StatusOr<TileShape> ChooseTilesWithOverrides(const std::string& arch, int rows_per_sequence,
                                                    KvFormat kv_format,
                                                    const BatchWork* work = nullptr,
-                                                   const TileShape* preferred = nullptr);
+                                                   const TileShape* preferred = nullptr,
+                                                   int page_size = 0);
 
 }  // namespace mlajit::plan
 

@@ -43,8 +43,8 @@ std::string ShapeName(const plan::TileShape& t) {
 }
 
 std::vector<plan::TileShape> Candidates(const std::string& arch, int rows, KvFormat kv_format,
-                                        const plan::BatchWork* work) {
-  const plan::TileShape policy = plan::ChooseTiles(arch, rows, kv_format, work);
+                                        const plan::BatchWork* work, int page_size) {
+  const plan::TileShape policy = plan::ChooseTiles(arch, rows, kv_format, work, page_size);
   std::vector<plan::TileShape> out = {policy};
   if (!plan::HasTensorCorePath(arch)) return out;
   auto add = [&](plan::TileShape t) {

@@ -16,10 +16,11 @@
 
 namespace mlajit::tune {
 
-// work: the batch's size (null for plans sized by limits), as ChooseTiles
-// takes it. Targets without tensor cores have one shape: the policy's.
+// work: the batch's size (null for plans sized by limits) and page_size (0:
+// flat), as ChooseTiles takes them. Targets without tensor cores have one
+// shape: the policy's.
 std::vector<plan::TileShape> Candidates(const std::string& arch, int rows, KvFormat kv_format,
-                                        const plan::BatchWork* work);
+                                        const plan::BatchWork* work, int page_size = 0);
 
 bool SameShape(const plan::TileShape& a, const plan::TileShape& b);
 

@@ -159,6 +159,30 @@ TEST_F(GpuDecodeTest, Mxfp4MediumRowTiles) {
   }
 }
 
+TEST_F(GpuDecodeTest, PageSizeOneLargeBatchesTakeSwapAbTiles) {
+  // fp8 with page size 1 and more than 32 rows per sequence: 32-row swap-AB
+  // tiles (two or four per sequence) once the batch has 16 wide units per
+  // resident CTA (tile_policy.cc); fixed lengths keep both above that (5120
+  // and 4420 against 4224 on 132 SMs), 4100 tokens end in a part tile.
+  struct Case {
+    Shape shape;
+    QMode q_mode;
+  };
+  for (const Case& k : {Case{{16, 4, 8192, 20, 1}, QMode::kBf16},
+                        Case{{32, 4, 4100, 17, 1}, QMode::kFp8}}) {
+    BatchConfig c = WithShape(KvFormat::kFp8E4m3, k.q_mode, k.shape);
+    c.lengths = LengthDistribution::kFixed;
+    c.seed = FreshSeed();
+    auto r = harness_->RunCase(c, {});
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE(r->out.Passes(OutputTolerance(c))) << r->spec << "\n  out: " << r->out.ToString();
+    if (r->spec.find("\"sm_90a\"") != std::string::npos) {
+      EXPECT_NE(r->spec.find("\"block_m\":32,\"block_n\":64,\"num_warps\":4,"), std::string::npos)
+          << r->spec;
+    }
+  }
+}
+
 TEST_F(GpuDecodeTest, NanKvCodeReachesItsSequenceOnly) {
   // An fp8 NaN code (what the quantiser writes for a NaN) in one token's V
   // dims: the scores of that token are NaN, so every output row of its

@@ -229,7 +229,7 @@ TEST_P(GpuTuneCandidates, EachMatchesTheReference) {
   view.kv_lens = layout.kv_lens;
   const plan::BatchWork work = plan::MeasureBatch(view, props->sm_count);
   const std::vector<plan::TileShape> shapes =
-      tune::Candidates(props->arch, c.q_len * c.num_heads, c.kv_format, &work);
+      tune::Candidates(props->arch, c.q_len * c.num_heads, c.kv_format, &work, c.page_size);
   for (const plan::TileShape& t : shapes) {
     SCOPED_TRACE(tune::ShapeName(t));
     ScopedEnv tiles("MLAJIT_TILES", absl::StrCat(t.block_m, ",", t.block_n, ",", t.num_warps, ",",

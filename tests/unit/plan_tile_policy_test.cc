@@ -81,9 +81,11 @@ void CheckManifest(const std::string& path) {
     auto spec = jit::SpecFromJson(line);
     ASSERT_TRUE(spec.ok()) << path << ": " << spec.status();
     const int rows = spec->num_heads * spec->max_q_len;
-    const TileShape large = ChooseTiles(spec->arch, rows, spec->kv_format);
+    const TileShape large =
+        ChooseTiles(spec->arch, rows, spec->kv_format, nullptr, spec->page_size);
     const BatchWork tiny{/*wide_units=*/1, /*sm_count=*/132};
-    const TileShape small = ChooseTiles(spec->arch, rows, spec->kv_format, &tiny);
+    const TileShape small =
+        ChooseTiles(spec->arch, rows, spec->kv_format, &tiny, spec->page_size);
     EXPECT_TRUE(SameTiles(*spec, large) || SameTiles(*spec, small)) << line;
     seen.insert(jit::SpecToJson(*spec));
     all.push_back(*spec);
@@ -93,8 +95,9 @@ void CheckManifest(const std::string& path) {
   for (const jit::KernelSpec& spec : all) {
     const int rows = spec.num_heads * spec.max_q_len;
     const BatchWork tiny{1, 132};
-    for (const TileShape& t : {ChooseTiles(spec.arch, rows, spec.kv_format),
-                               ChooseTiles(spec.arch, rows, spec.kv_format, &tiny)}) {
+    for (const TileShape& t :
+         {ChooseTiles(spec.arch, rows, spec.kv_format, nullptr, spec.page_size),
+          ChooseTiles(spec.arch, rows, spec.kv_format, &tiny, spec.page_size)}) {
       jit::KernelSpec want = spec;
       want.block_m = t.block_m;
       want.block_n = t.block_n;
@@ -103,6 +106,32 @@ void CheckManifest(const std::string& path) {
       EXPECT_EQ(seen.count(jit::SpecToJson(want)), 1u) << "missing: " << jit::SpecToJson(want);
     }
   }
+}
+
+TEST(TilePolicy, PageSizeOneLargeBatchesTakeSwapAbTilesForTallRows) {
+  // (32,4,8192,32): 16384 wide units; (4,4,8192,32): 2048; threshold 16 per
+  // resident swap-AB CTA (2 per SM).
+  const BatchWork large{32 * 4 * 128, 132}, small{4 * 4 * 128, 132};
+  const BatchWork edge_below{16LL * 264 - 1, 132}, edge{16LL * 264, 132};
+  for (int rows : {64, 128}) {
+    const TileShape t = ChooseTiles("sm_90a", rows, KvFormat::kFp8E4m3, &large, /*page_size=*/1);
+    EXPECT_EQ(t.block_m, 32) << rows;
+    EXPECT_EQ(t.num_warps, 4) << rows;
+    EXPECT_EQ(t.ctas_per_sm, 2) << rows;
+    EXPECT_TRUE(RunsWgmmaPath("sm_90a", KvFormat::kFp8E4m3, t.block_m, t.block_n, t.num_warps));
+    // Plans sized by limits take the large-batch shape.
+    EXPECT_EQ(ChooseTiles("sm_90a", rows, KvFormat::kFp8E4m3, nullptr, 1).block_m, 32) << rows;
+    // A small batch, another page size or another format keeps the 64-row path.
+    EXPECT_EQ(ChooseTiles("sm_90a", rows, KvFormat::kFp8E4m3, &small, 1).block_m, 64) << rows;
+    EXPECT_EQ(ChooseTiles("sm_90a", rows, KvFormat::kFp8E4m3, &edge_below, 1).block_m, 64);
+    EXPECT_EQ(ChooseTiles("sm_90a", rows, KvFormat::kFp8E4m3, &edge, 1).block_m, 32);
+    EXPECT_EQ(ChooseTiles("sm_90a", rows, KvFormat::kFp8E4m3, &large, 64).block_m, 64) << rows;
+    EXPECT_EQ(ChooseTiles("sm_90a", rows, KvFormat::kFp8E4m3, &large, 0).block_m, 64) << rows;
+    EXPECT_EQ(ChooseTiles("sm_90a", rows, KvFormat::kBf16, &large, 1).block_m, 64) << rows;
+  }
+  // Up to 32 rows nothing changes.
+  EXPECT_EQ(ChooseTiles("sm_90a", 32, KvFormat::kFp8E4m3, &large, 1).block_m,
+            ChooseTiles("sm_90a", 32, KvFormat::kFp8E4m3, &large, 0).block_m);
 }
 
 TEST(TilePolicy, SmallBatchesTakeNarrowRowTilesOnTheWgmmaPath) {

@@ -41,7 +41,7 @@ absl::Status PrintSchedules(
     MLAJIT_ASSIGN_OR_RETURN(
         const plan::TileShape t,
         plan::ChooseTilesWithOverrides(arch, config.q_len * config.num_heads, config.kv_format,
-                                       &work));
+                                       &work, nullptr, config.page_size));
     const plan::ScheduleConfig sc = plan::ScheduleConfigFor(t, sm_count);
     MLAJIT_ASSIGN_OR_RETURN(plan::Schedule s, plan::BuildSchedule(view, sc));
     int max_items = 0;
