@@ -31,10 +31,14 @@ int CtasPerSm(const std::string& arch, const TileShape& t) {
   return std::max(1, std::min(by_regs, by_smem));
 }
 
-// A batch too small to give each resident CTA of shape `t` 3 wide units
-// (tile_policy.h): then narrower row tiles, with more CTAs, win.
+// A batch with fewer wide units than units_per_sm per SM (tile_policy.h):
+// then narrower row tiles, with more CTAs, win. SmallBatchFor: 3 per resident
+// CTA of shape `t`.
+bool SmallBatchPerSm(const BatchWork* work, int units_per_sm) {
+  return work != nullptr && work->wide_units < int64_t{units_per_sm} * work->sm_count;
+}
 bool SmallBatchFor(const BatchWork* work, const TileShape& t) {
-  return work != nullptr && work->wide_units < int64_t{3} * work->sm_count * t.ctas_per_sm;
+  return SmallBatchPerSm(work, 3 * t.ctas_per_sm);
 }
 
 // Page size 1 scatters every token: the 64-row path, one CTA per SM, keeps
@@ -121,8 +125,12 @@ TileShape ChooseTiles(const std::string& arch, int rows_per_sequence, KvFormat k
       t.ctas_per_sm = CtasPerSm(arch, t);
     };
     shape(rows_per_sequence <= 16 ? 16 : 32);
-    if (t.block_m == 32 && rows_per_sequence <= 32 && SmallBatchFor(work, t)) {
-      shape(16);  // a small batch: more CTAs beat more rows per KV byte
+    // A small batch: more CTAs beat more rows per KV byte. The threshold is 6
+    // wide units per SM, 3 for each of fp8's two CTAs; bf16, one CTA per SM,
+    // takes the same (H200, RESULTS.md v17: bf16 (32,1,1024,32), 3.9 units
+    // per SM, 16-row tiles 28.2 against 29.3 us in three alternating rounds).
+    if (t.block_m == 32 && rows_per_sequence <= 32 && SmallBatchPerSm(work, 6)) {
+      shape(16);
     }
     return t;
   }

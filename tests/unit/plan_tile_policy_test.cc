@@ -143,11 +143,16 @@ TEST(TilePolicy, SmallBatchesTakeNarrowRowTilesOnTheWgmmaPath) {
     EXPECT_EQ(ChooseTiles("sm_90a", 32, f).block_m, 32);  // unknown batch: the large-batch shape
     EXPECT_EQ(ChooseTiles("sm_90a", 16, f, &large).block_m, 16);
   }
-  // The threshold: 3 wide units per resident CTA (fp8: 2 CTAs per SM).
-  const int ctas = ChooseTiles("sm_90a", 32, KvFormat::kFp8E4m3).ctas_per_sm * 132;
-  const BatchWork edge_below{3LL * ctas - 1, 132}, edge{3LL * ctas, 132};
-  EXPECT_EQ(ChooseTiles("sm_90a", 32, KvFormat::kFp8E4m3, &edge_below).block_m, 16);
-  EXPECT_EQ(ChooseTiles("sm_90a", 32, KvFormat::kFp8E4m3, &edge).block_m, 32);
+  // The threshold: 6 wide units per SM, for fp8 (2 CTAs per SM) and bf16
+  // (1) alike; (32,1,1024,32) has 512.
+  ASSERT_EQ(ChooseTiles("sm_90a", 32, KvFormat::kFp8E4m3).ctas_per_sm, 2);
+  ASSERT_EQ(ChooseTiles("sm_90a", 32, KvFormat::kBf16).ctas_per_sm, 1);
+  const BatchWork edge_below{6 * 132 - 1, 132}, edge{6 * 132, 132}, medium{512, 132};
+  for (KvFormat f : {KvFormat::kFp8E4m3, KvFormat::kBf16}) {
+    EXPECT_EQ(ChooseTiles("sm_90a", 32, f, &edge_below).block_m, 16);
+    EXPECT_EQ(ChooseTiles("sm_90a", 32, f, &edge).block_m, 32);
+    EXPECT_EQ(ChooseTiles("sm_90a", 32, f, &medium).block_m, 16);
+  }
   // Other paths keep their shapes.
   EXPECT_EQ(ChooseTiles("sm_80", 32, KvFormat::kFp8E4m3, &small).block_m,
             ChooseTiles("sm_80", 32, KvFormat::kFp8E4m3).block_m);
