@@ -233,36 +233,63 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
     if (r == 0) sm.red[warp * N + 8 * (c / 2) + 2 * quad + (c % 2)] = v;
   }
   __syncthreads();
+  // The normalised rows go through shared memory (the KV stages, idle now:
+  // every copy has landed and every thread is past the tile loop) so that
+  // global stores are whole rows. Stored from the accumulators, each warp
+  // instruction wrote 16 bytes to each of 32 places 64 bytes apart; a probe
+  // timed those stores at 2.1 us of the 2.5 us after the last tile
+  // (tools/bench/RESULTS.md v17).
   const float v_scale = FP8 ? p.kv_scale : 1.0f;
   const int dim0 = MlaWgmmaOutDimBase(warp, lane);
+  float* staged = reinterpret_cast<float*>(sm.raw);
 #pragma unroll
   for (int c = 0; c < ROWS_PER_THREAD; ++c) {
     const int j = c / 2, e = c % 2;
     const int n = 8 * j + 2 * quad + e;
     const float sum = sm.red[n] + sm.red[N + n] + sm.red[2 * N + n] + sm.red[3 * N + n];
     const float inv = sum > 0.0f ? v_scale / sum : 0.0f;
-    const float lse = sum > 0.0f ? (m[c] + log2f(sum)) * LN2 : NegInf();
-    const int row = item.row_start + n;
-    if (item.partial < 0) {
-      if (row >= rows_total) continue;
-      const long long base = (static_cast<long long>(s.qo_start) * NUM_HEADS + row);
-      u32 w[8];
+    float4* to = reinterpret_cast<float4*>(staged + n * EPILOGUE_STRIDE + dim0);
 #pragma unroll
-      for (int b = 0; b < 8; ++b)
-        w[b] = PackBf16x2(o[b][4 * j + e] * inv, o[b][4 * j + 2 + e] * inv);
-      uint4* out = reinterpret_cast<uint4*>(static_cast<u16*>(p.out) + base * HEAD_DIM_V + dim0);
-      out[0] = make_uint4(w[0], w[1], w[2], w[3]);
-      out[1] = make_uint4(w[4], w[5], w[6], w[7]);
-      if (WRITE_LSE && warp == 0 && r == 0) p.lse[base] = lse;
-    } else {
-      float4* po = reinterpret_cast<float4*>(
-          p.partial_o + (static_cast<long long>(item.partial) * BLOCK_M + n) * HEAD_DIM_V + dim0);
-#pragma unroll
-      for (int b = 0; b < 8; b += 2) {
-        po[b / 2] = make_float4(o[b][4 * j + e] * inv, o[b][4 * j + 2 + e] * inv,
-                                o[b + 1][4 * j + e] * inv, o[b + 1][4 * j + 2 + e] * inv);
+    for (int b = 0; b < 8; b += 2) {
+      to[b / 2] = make_float4(o[b][4 * j + e] * inv, o[b][4 * j + 2 + e] * inv,
+                              o[b + 1][4 * j + e] * inv, o[b + 1][4 * j + 2 + e] * inv);
+    }
+    if (warp == 0 && r == 0) {
+      const float lse = sum > 0.0f ? (m[c] + log2f(sum)) * LN2 : NegInf();
+      const int row = item.row_start + n;
+      if (item.partial >= 0) {
+        p.partial_lse[item.partial * BLOCK_M + n] = lse;
+      } else if (WRITE_LSE && row < rows_total) {
+        p.lse[static_cast<long long>(s.qo_start) * NUM_HEADS + row] = lse;
       }
-      if (warp == 0 && r == 0) p.partial_lse[item.partial * BLOCK_M + n] = lse;
+    }
+  }
+  __syncthreads();
+  if (item.partial >= 0) {
+    // The slot holds the whole tile: N rows of 512 floats, one row per pass.
+    float4* po = reinterpret_cast<float4*>(
+        p.partial_o + static_cast<long long>(item.partial) * BLOCK_M * HEAD_DIM_V);
+#pragma unroll 4
+    for (int n = 0; n < N; ++n) {
+      po[n * (HEAD_DIM_V / 4) + threadIdx.x] =
+          *reinterpret_cast<const float4*>(staged + n * EPILOGUE_STRIDE + 4 * threadIdx.x);
+    }
+  } else {
+    // The tile's rows below rows_total are consecutive rows of out: two rows of
+    // 512 bf16 per pass, 8 dims per thread.
+    const int rows = min(N, rows_total - item.row_start);
+    u16* out = static_cast<u16*>(p.out) +
+               (static_cast<long long>(s.qo_start) * NUM_HEADS + item.row_start) * HEAD_DIM_V;
+    const int half = threadIdx.x >> 6, d8 = 8 * (threadIdx.x & 63);
+#pragma unroll 4
+    for (int n = half; n < N; n += 2) {
+      if (n >= rows) break;
+      const float* from = staged + n * EPILOGUE_STRIDE + d8;
+      const float4 a = *reinterpret_cast<const float4*>(from);
+      const float4 b = *reinterpret_cast<const float4*>(from + 4);
+      *reinterpret_cast<uint4*>(out + n * HEAD_DIM_V + d8) =
+          make_uint4(PackBf16x2(a.x, a.y), PackBf16x2(a.z, a.w), PackBf16x2(b.x, b.y),
+                     PackBf16x2(b.z, b.w));
     }
   }
 }

@@ -33,11 +33,16 @@ constexpr int CORE_BYTES = 128;         // one 8 x 16-byte core matrix
 constexpr int STEP_BYTES = N * 32;      // one k16 step of Q^T or P^T
 // Independent accumulator sets of QK^T (registers allowing).
 constexpr int S_SETS = N == 16 ? 4 : 2;
+// Floats per row of the epilogue's staged output (in the KV stages): 512 and
+// 4 more, so that the rows' 16-byte writes spread over the banks.
+constexpr int EPILOGUE_STRIDE = HEAD_DIM_V + 4;
 
 // The kernel runs this path only for shapes MlaWgmmaEligible accepts (one
 // warpgroup, 64-token tiles, 16 or 32 rows, fp8 or bf16 KV); the file is
 // compiled for every sm_90a shape, so nothing here may assert more.
 constexpr bool ELIGIBLE = MlaWgmmaEligible(KV_FORMAT, BLOCK_M, BLOCK_N, NUM_WARPS);
+static_assert(!ELIGIBLE || N * EPILOGUE_STRIDE * 4 <= STAGES * TILE * RAW_STRIDE,
+              "the staged output fits the KV stages");
 
 struct Smem {
   u8* q;       // [K_STEPS][N/8][2][8][8] f16/bf16: Q^T in core matrices
