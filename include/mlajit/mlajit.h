@@ -212,18 +212,23 @@ MLAJIT_API mlajit_status_t mlajit_cache_warm(mlajit_cache_t cache, const char* m
 
 /* Trust pinning: packs every valid entry of the cache directory into one bundle
  * file (a text manifest of "<key> <payload sha256> <entry bytes> <spec>" lines,
- * then the entry files; format in cache/README.md) written atomically. Invalid
- * entries are left out and counted. manifest_path (may be NULL) also receives the
- * manifest alone: a pins file for mlajit_cache_options_t.pins_file.
- * summary_json (may be NULL): {"bundle","entries":N,"bytes":N,"skipped":N}. */
+ * the well-formed records of the directory's tuning.jsonl, then the entry files;
+ * format in cache/README.md) written atomically. Invalid entries are left out
+ * and counted. manifest_path (may be NULL) also receives the manifest alone: a
+ * pins file for mlajit_cache_options_t.pins_file (it pins entries, not records).
+ * summary_json (may be NULL):
+ * {"bundle","entries":N,"bytes":N,"skipped":N,"tuning_records":N}. */
 MLAJIT_API mlajit_status_t mlajit_cache_export(mlajit_cache_t cache, const char* bundle_path,
                                                const char* manifest_path, char** summary_json);
 /* Verifies every entry of a bundle (entry checksums, the key its manifest line
  * names, payload SHA-256, spec, and with expect_pins_path (may be NULL) that the
- * key and digest are pinned there), then installs them all into the cache
- * directory. One bad entry installs nothing: DATA_LOSS naming each bad key; a
- * file that is not a bundle is INVALID_ARGUMENT; a memory-only cache is
- * FAILED_PRECONDITION. summary_json (may be NULL): {"bundle","installed":N,"bytes":N}. */
+ * key and digest are pinned there) and every tuning record it carries, then
+ * installs the entries into the cache directory and merges the records into its
+ * tuning.jsonl (a bundle's record replaces the one of the same class and library
+ * version). One bad entry or record installs nothing: DATA_LOSS naming each bad
+ * key, or the bad record's line; a file that is not a bundle is
+ * INVALID_ARGUMENT; a memory-only cache is FAILED_PRECONDITION. summary_json
+ * (may be NULL): {"bundle","installed":N,"bytes":N,"tuning_records":N}. */
 MLAJIT_API mlajit_status_t mlajit_cache_import(mlajit_cache_t cache, const char* bundle_path,
                                                const char* expect_pins_path, char** summary_json);
 

@@ -3,18 +3,20 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "mlajit/mlajit.h"
 #include "src/api/c_api_internal.h"
+#include "src/base/log.h"
 #include "src/base/status_macros.h"
 #include "src/cache/bundle.h"
 #include "src/cache/fs_util.h"
@@ -164,7 +166,7 @@ absl::Status Tuning(mlajit_cache* c, char** json) {
     if (dir.empty()) continue;
     const std::string path = cache::cache_internal::JoinPath(dir, tune::kTuningFileName);
     absl::StatusOr<cache::cache_internal::FileData> data =
-        cache::cache_internal::ReadFileBounded(path, 16 << 20);
+        cache::cache_internal::ReadFileBounded(path, tune::kMaxTuningFileBytes);
     if (!data.ok()) {
       if (absl::IsNotFound(data.status())) continue;
       return data.status();
@@ -335,33 +337,123 @@ absl::Status CheckPath(const char* path, const char* fn, const char* name) {
   return absl::OkStatus();
 }
 
+// Where the autotuner keeps this cache's records: its directory, as for the
+// runtime (Runtime::tuning_dir); "" for a memory-only cache.
+std::string TuningDir(const cache::CacheOptions& o) {
+  return o.memory_only ? std::string() : o.cache_dir;
+}
+
+// The lines of <dir>/tuning.jsonl that a TuningTable keeps when it rewrites the
+// file (every well-formed record, of any library version), trimmed. Save
+// replaces the file by a rename, so an unlocked read sees one whole version.
+absl::StatusOr<std::vector<std::string>> TuningLinesToExport(const std::string& dir) {
+  namespace ci = cache::cache_internal;
+  std::vector<std::string> lines;
+  if (dir.empty()) return lines;
+  const std::string path = ci::JoinPath(dir, tune::kTuningFileName);
+  absl::StatusOr<ci::FileData> data = ci::ReadFileBounded(path, tune::kMaxTuningFileBytes);
+  if (!data.ok()) {
+    if (absl::IsNotFound(data.status())) return lines;
+    return absl::Status(data.status().code(),
+                        absl::StrCat("tuning records ", path, ": ", data.status().message()));
+  }
+  int line_no = 0;
+  for (absl::string_view line : absl::StrSplit(data->bytes, '\n')) {
+    ++line_no;
+    line = absl::StripAsciiWhitespace(line);
+    if (line.empty()) continue;
+    absl::StatusOr<tune::TuningRecord> r = tune::ParseJsonLine(line);
+    if (!r.ok() || line.find('\r') != absl::string_view::npos) {
+      MLAJIT_LOG_WARN(path, ":", line_no, ": malformed tuning record left out of the bundle: ",
+                      r.ok() ? "a line break inside the line" : r.status().message());
+      continue;
+    }
+    lines.emplace_back(line);
+  }
+  return lines;
+}
+
+// The records a verified bundle carries, all parsed before anything is
+// installed: kDataLoss naming the first line that is not one.
+absl::StatusOr<std::vector<tune::TuningRecord>> BundleTuningRecords(
+    const cache::cache_internal::VerifiedBundle& b) {
+  std::vector<tune::TuningRecord> records;
+  const size_t n = b.tuning_lines.size();
+  for (size_t i = 0; i < n; ++i) {
+    absl::StatusOr<tune::TuningRecord> r = tune::ParseJsonLine(b.tuning_lines[i]);
+    if (!r.ok()) {
+      return absl::DataLossError(absl::StrCat(
+          "bundle ", b.path, ": tuning line ", i + 1, " of ", n, " (line ", b.TuningLineNumber(i),
+          " of the bundle) is not a tuning record, nothing installed: ", r.status().message()));
+    }
+    records.push_back(*std::move(r));
+  }
+  return records;
+}
+
+// Merges records into <dir>/tuning.jsonl through one TuningTable per library
+// version: a table rewrites the lines of its own version (under tuning.lock,
+// atomically, its records replacing those of the same class) and keeps the
+// others as they are, so a record only ever replaces one of its own class and
+// version, never a record this library uses with one it would ignore.
+absl::Status MergeTuningRecords(const std::vector<tune::TuningRecord>& records,
+                                const std::string& dir) {
+  std::map<std::string, std::vector<const tune::TuningRecord*>> by_version;
+  for (const tune::TuningRecord& r : records) by_version[r.library_version].push_back(&r);
+  for (const auto& [version, group] : by_version) {
+    tune::TuningTable table(version);
+    for (const tune::TuningRecord* r : group) table.Put(*r);
+    MLAJIT_RETURN_IF_ERROR(table.Save(dir));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Export(mlajit_cache* c, const char* bundle, const char* manifest, char** json) {
   constexpr const char* kFn = "mlajit_cache_export";
   MLAJIT_RETURN_IF_ERROR(CheckHandle(c, kFn));
   if (json != nullptr) *json = nullptr;
   MLAJIT_RETURN_IF_ERROR(CheckPath(bundle, kFn, "bundle_path"));
   if (manifest != nullptr) MLAJIT_RETURN_IF_ERROR(CheckPath(manifest, kFn, "manifest_path"));
+  MLAJIT_ASSIGN_OR_RETURN(std::vector<std::string> tuning,
+                          TuningLinesToExport(TuningDir(c->cache->options())));
   MLAJIT_ASSIGN_OR_RETURN(cache::cache_internal::BundleSummary sum,
-                          cache::cache_internal::ExportBundle(*c->cache, bundle, manifest != nullptr ? manifest : ""));
+                          cache::cache_internal::ExportBundle(
+                              *c->cache, bundle, manifest != nullptr ? manifest : "", tuning));
   return Emit(absl::StrCat("{\"bundle\":", JsonQuote(bundle), ",\"entries\":", sum.entries,
-                           ",\"bytes\":", sum.bytes, ",\"skipped\":", sum.skipped, "}"),
+                           ",\"bytes\":", sum.bytes, ",\"skipped\":", sum.skipped,
+                           ",\"tuning_records\":", sum.tuning_lines, "}"),
               json);
 }
 
 absl::Status Import(mlajit_cache* c, const char* bundle, const char* pins_path, char** json) {
   constexpr const char* kFn = "mlajit_cache_import";
+  namespace ci = cache::cache_internal;
   MLAJIT_RETURN_IF_ERROR(CheckHandle(c, kFn));
   if (json != nullptr) *json = nullptr;
   MLAJIT_RETURN_IF_ERROR(CheckPath(bundle, kFn, "bundle_path"));
-  std::optional<cache::cache_internal::PinSet> pins;
+  std::optional<ci::PinSet> pins;
   if (pins_path != nullptr) {
     MLAJIT_RETURN_IF_ERROR(CheckPath(pins_path, kFn, "expect_pins_path"));
-    MLAJIT_ASSIGN_OR_RETURN(pins, cache::cache_internal::PinSet::Load(pins_path));
+    MLAJIT_ASSIGN_OR_RETURN(pins, ci::PinSet::Load(pins_path));
   }
-  MLAJIT_ASSIGN_OR_RETURN(cache::cache_internal::BundleSummary sum,
-                          cache::cache_internal::ImportBundle(*c->cache, bundle, pins ? &*pins : nullptr));
+  // Everything is checked before anything is installed: entries, then records.
+  MLAJIT_ASSIGN_OR_RETURN(ci::VerifiedBundle b, ci::ReadBundle(bundle, pins ? &*pins : nullptr));
+  MLAJIT_ASSIGN_OR_RETURN(std::vector<tune::TuningRecord> records, BundleTuningRecords(b));
+  const std::string tuning_dir = TuningDir(c->cache->options());
+  if (!records.empty() && tuning_dir.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(kFn, ": bundle ", bundle, " carries ", records.size(),
+                     " tuning records and the cache is memory only: nothing installed"));
+  }
+  MLAJIT_ASSIGN_OR_RETURN(ci::BundleSummary sum, ci::InstallBundle(*c->cache, b));
+  if (absl::Status s = MergeTuningRecords(records, tuning_dir); !s.ok()) {
+    return absl::Status(
+        s.code(), absl::StrCat("bundle ", bundle, ": ", sum.entries, " entries installed, but its ",
+                               records.size(), " tuning records were not merged into ",
+                               ci::JoinPath(tuning_dir, tune::kTuningFileName), ": ", s.message()));
+  }
   return Emit(absl::StrCat("{\"bundle\":", JsonQuote(bundle), ",\"installed\":", sum.entries,
-                           ",\"bytes\":", sum.bytes, "}"),
+                           ",\"bytes\":", sum.bytes, ",\"tuning_records\":", records.size(), "}"),
               json);
 }
 

@@ -18,7 +18,6 @@ using cache::cache_internal::FileLock;
 using jit::jit_internal::FlatJsonObject;
 using jit::jit_internal::JsonQuote;
 
-constexpr uint64_t kMaxFileBytes = 16 << 20;  // a few thousand records fit in 1 MB
 constexpr double kLockTimeoutS = 30;
 
 const char* FormatName(int f) {
@@ -134,7 +133,7 @@ std::vector<TuningRecord> TuningTable::Parse(absl::string_view text,
 absl::StatusOr<int> TuningTable::Load(const std::string& dir) {
   const std::string path = cache::cache_internal::JoinPath(dir, kTuningFileName);
   absl::StatusOr<cache::cache_internal::FileData> data =
-      cache::cache_internal::ReadFileBounded(path, kMaxFileBytes);
+      cache::cache_internal::ReadFileBounded(path, kMaxTuningFileBytes);
   if (!data.ok()) {
     if (absl::IsNotFound(data.status())) return 0;
     return data.status();
@@ -155,7 +154,7 @@ absl::Status TuningTable::Save(const std::string& dir) const {
   std::vector<std::string> foreign;
   absl::flat_hash_map<TuningKey, std::string> lines;
   const std::string path = ci::JoinPath(dir, kTuningFileName);
-  absl::StatusOr<ci::FileData> data = ci::ReadFileBounded(path, kMaxFileBytes);
+  absl::StatusOr<ci::FileData> data = ci::ReadFileBounded(path, kMaxTuningFileBytes);
   if (data.ok()) {
     for (absl::string_view line : absl::StrSplit(data->bytes, '\n')) {
       if (line.empty()) continue;

@@ -29,6 +29,8 @@
 namespace mlajit::tune {
 
 inline constexpr char kTuningFileName[] = "tuning.jsonl";
+// Larger files are refused unread; a few thousand records fit in 1 MB.
+inline constexpr uint64_t kMaxTuningFileBytes = uint64_t{16} << 20;
 
 // A class of batches that share one tuned shape: the device, the plan
 // config's formats and paging, the query rows per sequence (max q_len x

@@ -1,12 +1,15 @@
 // Trust pinning: SHA-256 vectors, export -> import round trips through the C
 // ABI, tampered bundles refused naming the entry, pins files parsed strictly,
-// and the prebuilt layer refusing entries its pins do not list.
+// and the prebuilt layer refusing entries its pins do not list. Bundles that
+// carry the autotuner's records: round trip, merge, and malformed sections.
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -20,6 +23,7 @@
 #include "src/cache/kernel_cache.h"
 #include "src/cache/pins.h"
 #include "src/cache/sha256.h"
+#include "src/tune/tuning_table.h"
 
 namespace mlajit::cache {
 namespace {
@@ -97,6 +101,22 @@ class SilenceLogs {
   std::string lines;
 };
 
+// What libmlajit.so has logged (the C ABI's calls log through the library's
+// own sink). Installed once and never removed: the library keeps the sink for
+// the life of the process.
+std::string& LibraryLogLines() {
+  static std::string* lines = [] {
+    auto* l = new std::string;
+    mlajit_set_log_sink(
+        [](mlajit_log_level_t, const char* line, void* user) {
+          *static_cast<std::string*>(user) += std::string(line) + "\n";
+        },
+        l);
+    return l;
+  }();
+  return *lines;
+}
+
 mlajit_cache_t OpenC(const std::string& dir, const char* pins = nullptr, const char* prebuilt = nullptr) {
   mlajit_cache_options_t o = MLAJIT_CACHE_OPTIONS_INIT;
   o.cache_dir = dir.c_str();
@@ -128,6 +148,7 @@ TEST(CacheBundle, ExportImportRoundTrip) {
       << mlajit_last_error();
   EXPECT_TRUE(absl::StrContains(json, "\"entries\":5")) << json;
   EXPECT_TRUE(absl::StrContains(json, "\"skipped\":0")) << json;
+  EXPECT_TRUE(absl::StrContains(json, "\"tuning_records\":0")) << json;
   mlajit_free(json);
   mlajit_cache_close(src);
 
@@ -143,7 +164,9 @@ TEST(CacheBundle, ExportImportRoundTrip) {
   ASSERT_EQ(mlajit_cache_import(dst, bundle.c_str(), pins.c_str(), &json), MLAJIT_STATUS_OK)
       << mlajit_last_error();
   EXPECT_TRUE(absl::StrContains(json, "\"installed\":5")) << json;
+  EXPECT_TRUE(absl::StrContains(json, "\"tuning_records\":0")) << json;
   mlajit_free(json);
+  EXPECT_FALSE(fs::exists(dir.Sub("dst/tuning.jsonl")));  // a version-1 bundle carries none
   int bad = -1;
   ASSERT_EQ(mlajit_cache_verify_json(dst, &bad, &json), MLAJIT_STATUS_OK);
   mlajit_free(json);
@@ -164,6 +187,225 @@ TEST(CacheBundle, ExportImportRoundTrip) {
     EXPECT_EQ((*e)->source, CacheEntry::Source::kDisk);
   }
   EXPECT_EQ(calls, 0);
+}
+
+// Tuning records: what mlajit_tune writes into <cache_dir>/tuning.jsonl.
+tune::TuningRecord Record(int rows, int bucket, int block_m = 16) {
+  tune::TuningRecord r;
+  r.key.device = "NVIDIA H200";
+  r.key.arch = "sm_90a";
+  r.key.sm_count = 132;
+  r.key.kv_format = 1;
+  r.key.page_size = 64;
+  r.key.rows = rows;
+  r.key.work_bucket = bucket;
+  r.shape.block_m = block_m;
+  r.shape.block_n = 64;
+  r.shape.num_warps = 4;
+  r.shape.num_stages = 3;
+  r.shape.ctas_per_sm = 1;
+  r.shape.min_split_cost = 256;
+  r.median_ns = 15000 + rows;
+  r.default_ns = 16000;
+  r.candidates = 7;
+  r.unix_s = 1796000000;
+  r.library_version = CacheOptions::LibraryVersion();
+  return r;
+}
+
+void WriteTuning(const std::string& cache_dir, const std::vector<std::string>& lines) {
+  std::string text;
+  for (const std::string& l : lines) absl::StrAppend(&text, l, "\n");
+  WriteAll(cache_dir + "/tuning.jsonl", text);
+}
+
+// The records of this library version in <cache_dir>/tuning.jsonl.
+std::unique_ptr<tune::TuningTable> LoadTuning(const std::string& cache_dir, int expected) {
+  auto t = std::make_unique<tune::TuningTable>(CacheOptions::LibraryVersion());
+  absl::StatusOr<int> n = t->Load(cache_dir);
+  EXPECT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(n.value_or(-1), expected);
+  return t;
+}
+
+// The record of `r`'s class that `t` holds, as its line ("" when none).
+std::string Held(const tune::TuningTable& t, const tune::TuningRecord& r) {
+  std::optional<tune::TuningRecord> found = t.Find(r.key);
+  return found ? tune::ToJsonLine(*found) : "";
+}
+
+// Exports `dir`/src (kernels 0..n-1 and `tuning` as its tuning.jsonl) to
+// `dir`/k.bundle; returns the summary JSON.
+std::string ExportWithTuning(const TempDir& dir, int n, const std::vector<std::string>& tuning) {
+  Fill(dir.Sub("src"), n);
+  WriteTuning(dir.Sub("src"), tuning);
+  mlajit_cache_t src = OpenC(dir.Sub("src"));
+  char* json = nullptr;
+  EXPECT_EQ(mlajit_cache_export(src, dir.Sub("k.bundle").c_str(), nullptr, &json), MLAJIT_STATUS_OK)
+      << mlajit_last_error();
+  std::string out = json != nullptr ? json : "";
+  mlajit_free(json);
+  mlajit_cache_close(src);
+  return out;
+}
+
+TEST(CacheBundle, TuningRecordsTravelWithTheKernels) {
+  std::string& logs = LibraryLogLines();
+  logs.clear();
+  TempDir dir;
+  const tune::TuningRecord a = Record(16, 3), b = Record(128, 9, 64);
+  tune::TuningRecord old = Record(32, 5);
+  old.library_version = "0.0.1";  // another library's: kept, as TuningTable keeps it
+  std::string json = ExportWithTuning(
+      dir, 2, {tune::ToJsonLine(a), "not a record", tune::ToJsonLine(b), tune::ToJsonLine(old)});
+  EXPECT_TRUE(absl::StrContains(json, "\"entries\":2")) << json;
+  EXPECT_TRUE(absl::StrContains(json, "\"tuning_records\":3")) << json;
+  EXPECT_TRUE(absl::StrContains(logs, "tuning.jsonl:2: malformed tuning record left out"))
+      << logs;
+  const std::string bundle = dir.Sub("k.bundle");
+  const std::string text = ReadAll(bundle);
+  EXPECT_TRUE(absl::StartsWith(text, "mlajit-bundle 2 2 3\n")) << text.substr(0, 40);
+  EXPECT_TRUE(absl::StrContains(text, absl::StrCat("\ntuning ", tune::ToJsonLine(b), "\n")));
+  EXPECT_FALSE(absl::StrContains(text, "not a record"));
+
+  mlajit_cache_t dst = OpenC(dir.Sub("dst"));
+  ASSERT_NE(dst, nullptr);
+  char* out = nullptr;
+  ASSERT_EQ(mlajit_cache_import(dst, bundle.c_str(), nullptr, &out), MLAJIT_STATUS_OK)
+      << mlajit_last_error();
+  EXPECT_TRUE(absl::StrContains(out, "\"installed\":2")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "\"tuning_records\":3")) << out;
+  mlajit_free(out);
+  mlajit_cache_close(dst);
+
+  std::unique_ptr<tune::TuningTable> t = LoadTuning(dir.Sub("dst"), 2);
+  EXPECT_EQ(Held(*t, a), tune::ToJsonLine(a));
+  EXPECT_EQ(Held(*t, b), tune::ToJsonLine(b));
+  EXPECT_TRUE(absl::StrContains(ReadAll(dir.Sub("dst/tuning.jsonl")), tune::ToJsonLine(old)));
+}
+
+TEST(CacheBundle, ImportedTuningRecordsMergeByClass) {
+  SilenceLogs logs;
+  TempDir dir;
+  const tune::TuningRecord a = Record(16, 3), b = Record(128, 9, 64);
+  ExportWithTuning(dir, 1, {tune::ToJsonLine(a), tune::ToJsonLine(b)});
+  // The destination has its own record of a's class, one of a class the bundle
+  // lacks, and another library's record of a's class.
+  const tune::TuningRecord mine_a = Record(16, 3, 32), mine_c = Record(64, 7);
+  tune::TuningRecord old_a = Record(16, 3, 8);
+  old_a.library_version = "0.0.1";
+  fs::create_directories(dir.Sub("dst"));
+  ASSERT_EQ(chmod(dir.Sub("dst").c_str(), 0700), 0);
+  WriteTuning(dir.Sub("dst"),
+              {tune::ToJsonLine(old_a), tune::ToJsonLine(mine_a), tune::ToJsonLine(mine_c)});
+
+  mlajit_cache_t dst = OpenC(dir.Sub("dst"));
+  ASSERT_NE(dst, nullptr);
+  ASSERT_EQ(mlajit_cache_import(dst, dir.Sub("k.bundle").c_str(), nullptr, nullptr),
+            MLAJIT_STATUS_OK)
+      << mlajit_last_error();
+  mlajit_cache_close(dst);
+
+  std::unique_ptr<tune::TuningTable> t = LoadTuning(dir.Sub("dst"), 3);
+  EXPECT_EQ(Held(*t, a), tune::ToJsonLine(a));  // the bundle's replaced the destination's
+  EXPECT_EQ(Held(*t, b), tune::ToJsonLine(b));
+  EXPECT_EQ(Held(*t, mine_c), tune::ToJsonLine(mine_c));
+  const std::string text = ReadAll(dir.Sub("dst/tuning.jsonl"));
+  EXPECT_FALSE(absl::StrContains(text, tune::ToJsonLine(mine_a))) << text;
+  // Another version's record of the same class is neither replaced nor a replacement.
+  EXPECT_TRUE(absl::StrContains(text, tune::ToJsonLine(old_a))) << text;
+}
+
+TEST(CacheBundle, MalformedTuningRecordFailsTheImportNamingItsLine) {
+  SilenceLogs logs;
+  TempDir dir;
+  const tune::TuningRecord a = Record(16, 3), b = Record(128, 9, 64);
+  ExportWithTuning(dir, 2, {tune::ToJsonLine(a), tune::ToJsonLine(b)});
+  std::string text = ReadAll(dir.Sub("k.bundle"));
+  // Header, 2 manifest lines, then the tuning lines: b's is line 5.
+  const std::string line_b = tune::ToJsonLine(b);
+  size_t at = text.find(line_b);
+  ASSERT_NE(at, std::string::npos);
+  std::string bad_b = line_b;
+  bad_b.replace(bad_b.find("\"rows\":"), 7, "\"lines\":");
+  text.replace(at, line_b.size(), bad_b);
+  const std::string path = dir.Sub("bad.bundle");
+  WriteAll(path, text);
+
+  mlajit_cache_t dst = OpenC(dir.Sub("dst"));
+  ASSERT_NE(dst, nullptr);
+  EXPECT_EQ(mlajit_cache_import(dst, path.c_str(), nullptr, nullptr), MLAJIT_STATUS_DATA_LOSS);
+  const std::string error = mlajit_last_error();
+  EXPECT_TRUE(absl::StrContains(error, "tuning line 2 of 2 (line 5 of the bundle)")) << error;
+  EXPECT_TRUE(absl::StrContains(error, "\"rows\": missing")) << error;
+  EXPECT_TRUE(absl::StrContains(error, "nothing installed")) << error;
+  char* json = nullptr;
+  ASSERT_EQ(mlajit_cache_list_json(dst, &json), MLAJIT_STATUS_OK);
+  EXPECT_TRUE(absl::StrContains(json, "\"entries\":[]")) << "nothing installed: " << json;
+  mlajit_free(json);
+  mlajit_cache_close(dst);
+  EXPECT_FALSE(fs::exists(dir.Sub("dst/tuning.jsonl")));
+
+  // A memory-only cache has nowhere to keep records: refused before installing.
+  mlajit_cache_options_t o = MLAJIT_CACHE_OPTIONS_INIT;
+  o.memory_only = 1;
+  mlajit_cache_t mem = nullptr;
+  ASSERT_EQ(mlajit_cache_open(&o, &mem), MLAJIT_STATUS_OK) << mlajit_last_error();
+  EXPECT_EQ(mlajit_cache_import(mem, dir.Sub("k.bundle").c_str(), nullptr, nullptr),
+            MLAJIT_STATUS_FAILED_PRECONDITION);
+  EXPECT_TRUE(absl::StrContains(mlajit_last_error(), "carries 2 tuning records"))
+      << mlajit_last_error();
+  mlajit_cache_close(mem);
+}
+
+TEST(CacheBundle, BrokenTuningSectionIsNotABundle) {
+  SilenceLogs logs;
+  TempDir dir;
+  const std::string line_a = tune::ToJsonLine(Record(16, 3));
+  const std::string line_b = tune::ToJsonLine(Record(128, 9, 64));
+  ExportWithTuning(dir, 1, {line_a, line_b});
+  const std::string original = ReadAll(dir.Sub("k.bundle"));
+  ASSERT_TRUE(absl::StartsWith(original, "mlajit-bundle 2 1 2\n"));
+  const std::string head_rest = original.substr(original.find('\n'));  // from the first '\n'
+  const size_t end_at = original.find("\nend\n");
+  ASSERT_NE(end_at, std::string::npos);
+  const size_t b_at = original.find("tuning " + line_b);
+  ASSERT_NE(b_at, std::string::npos);
+
+  struct Case {
+    const char* name;
+    std::string bytes;
+    std::string needle;
+  };
+  std::vector<Case> cases = {
+      {"count too high", "mlajit-bundle 2 1 3" + head_rest,
+       "line 5, tuning line 3 of 3 \"end\": expected \"tuning <JSON>\""},
+      {"count too low", "mlajit-bundle 2 1 1" + head_rest,
+       "line 4 \"tuning {\\\"device"},  // the extra tuning line, where "end" should be
+      {"no tuning count", "mlajit-bundle 2 1" + head_rest,
+       "or \"mlajit-bundle 2 <count> <tuning count>\""},
+      {"cut in the section", original.substr(0, b_at), "tuning section ends after 1 of 2 lines"},
+      {"line without the prefix", original.substr(0, b_at) + "tuned" + original.substr(b_at + 6),
+       "line 4, tuning line 2 of 2 \"tuned {"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string path = dir.Sub(absl::StrCat("bad-", c.name, ".bundle"));
+    WriteAll(path, c.bytes);
+    mlajit_cache_t dst = OpenC(dir.Sub(absl::StrCat("dst-", c.name)));
+    ASSERT_NE(dst, nullptr);
+    EXPECT_EQ(mlajit_cache_import(dst, path.c_str(), nullptr, nullptr),
+              MLAJIT_STATUS_INVALID_ARGUMENT);
+    EXPECT_TRUE(absl::StrContains(mlajit_last_error(), absl::StrCat("bundle ", path, ": ")))
+        << mlajit_last_error();
+    EXPECT_TRUE(absl::StrContains(mlajit_last_error(), c.needle)) << mlajit_last_error();
+    char* json = nullptr;
+    ASSERT_EQ(mlajit_cache_list_json(dst, &json), MLAJIT_STATUS_OK);
+    EXPECT_TRUE(absl::StrContains(json, "\"entries\":[]")) << "nothing installed: " << json;
+    mlajit_free(json);
+    mlajit_cache_close(dst);
+    EXPECT_FALSE(fs::exists(dir.Sub(absl::StrCat("dst-", c.name, "/tuning.jsonl"))));
+  }
 }
 
 TEST(CacheBundle, TamperedEntryIsRejectedByName) {

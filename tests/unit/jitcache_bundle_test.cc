@@ -1,7 +1,7 @@
 // `jitcache export` and `jitcache import` as separate processes: a round trip
-// between two folders with pins, and a tampered bundle refused with exit 1
-// naming the entry. The source cache is filled through the library with a fake
-// compiler, so no NVRTC is needed.
+// between two folders with pins, one with the autotuner's records, and a
+// tampered bundle refused with exit 1 naming the entry. The source cache is
+// filled through the library with a fake compiler, so no NVRTC is needed.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "src/cache/kernel_cache.h"
+#include "src/tune/tuning_table.h"
 
 namespace mlajit {
 namespace {
@@ -97,6 +98,36 @@ TEST_F(JitcacheBundle, ExportImportRoundTripWithPins) {
   EXPECT_EQ(v.exit_code, 0) << v.out << v.err;
   EXPECT_THAT(v.out, HasSubstr("3 entries checked, 0 bad"));
   EXPECT_EQ(Run("export").exit_code, 2);  // --out is required
+}
+
+TEST_F(JitcacheBundle, TuningRecordsAreExportedAndMerged) {
+  Fill(dir_ + "/src", 2);
+  tune::TuningRecord r;
+  r.key = {"NVIDIA H200", "sm_90a", 132, 1, 0, 64, 16, 3};
+  r.shape.block_m = 16;
+  r.shape.block_n = 64;
+  r.shape.num_warps = 4;
+  r.shape.num_stages = 3;
+  r.shape.ctas_per_sm = 1;
+  r.shape.min_split_cost = 256;
+  r.library_version = cache::CacheOptions::LibraryVersion();
+  tune::TuningRecord wide = r;
+  wide.key.work_bucket = 9;
+  std::ofstream(dir_ + "/src/tuning.jsonl")
+      << tune::ToJsonLine(r) << "\n" << tune::ToJsonLine(wide) << "\n";
+  Result e = Run("--cache-dir '" + dir_ + "/src' export --out '" + dir_ + "/k.bundle'");
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  EXPECT_THAT(e.out, HasSubstr("exported 2 entries"));
+  EXPECT_THAT(e.out, HasSubstr("and 2 tuning records to"));
+  Result i = Run("--cache-dir '" + dir_ + "/dst' import '" + dir_ + "/k.bundle'");
+  ASSERT_EQ(i.exit_code, 0) << i.err;
+  EXPECT_THAT(i.out, HasSubstr("installed 2 entries"));
+  EXPECT_THAT(i.out, HasSubstr("and 2 tuning records from"));
+  Result t = Run("--cache-dir '" + dir_ + "/dst' tuning --json");
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  EXPECT_THAT(t.out, HasSubstr("work2^3"));
+  EXPECT_THAT(t.out, HasSubstr("work2^9"));
+  EXPECT_THAT(t.out, HasSubstr("\"malformed\":0"));
 }
 
 TEST_F(JitcacheBundle, TamperedBundleIsRefusedNamingTheEntry) {

@@ -37,14 +37,17 @@ const std::vector<CommandSpec>& Commands() {
        {"--manifest", "--arch", "--jobs"}, {}, 0, 0},
       {"export", "export --out BUNDLE [--manifest FILE]",
        "Packs every valid entry into one bundle file: a manifest of (key, payload\n"
-       "SHA-256, entry size, spec) lines, then the entries. --manifest also writes the\n"
-       "manifest alone, which is a pins file (MLAJIT_CACHE_PINS, import\n"
-       "--expect-manifest). Invalid entries are left out and counted.\n",
+       "SHA-256, entry size, spec) lines, the autotuner's records (tuning.jsonl), then\n"
+       "the entries. --manifest also writes the manifest alone, which is a pins file\n"
+       "(MLAJIT_CACHE_PINS, import --expect-manifest). Invalid entries are left out\n"
+       "and counted.\n",
        {"--out", "--manifest"}, {}, 0, 0},
       {"import", "import BUNDLE [--expect-manifest PINS]",
        "Checks every entry of a bundle (format, checksums, the key and SHA-256 its\n"
        "manifest line names, and with --expect-manifest that the key and digest are\n"
-       "listed in PINS), then installs them into the cache. One bad entry installs\n"
+       "listed in PINS) and every tuning record it carries, then installs the entries\n"
+       "into the cache and merges the records into its tuning.jsonl (a bundle's\n"
+       "record replaces one of the same class). One bad entry or record installs\n"
        "nothing and is named; exit 1.\n",
        {"--expect-manifest"}, {}, 1, 1},
       {"explain", "explain KEY_A KEY_B",

@@ -373,6 +373,12 @@ int Explain(mlajit_cache_t cache, const ParsedArgs& a) {
   return kExitOk;
 }
 
+// " and N tuning records" when a bundle carries any, else "".
+std::string TuningRecordsNote(long long n) {
+  if (n <= 0) return "";
+  return " and " + std::to_string(n) + (n == 1 ? " tuning record" : " tuning records");
+}
+
 int Export(mlajit_cache_t cache, const ParsedArgs& a) {
   const std::string out = a.values.at("--out");
   auto m = a.values.find("--manifest");
@@ -385,8 +391,10 @@ int Export(mlajit_cache_t cache, const ParsedArgs& a) {
   if (a.json) return std::printf("%s\n", json.p), kExitOk;
   std::optional<JsonValue> v = ParseOrComplain(json);
   if (!v) return kExitFailed;
-  std::printf("exported %lld entries (%s) to %s", static_cast<long long>((*v)["entries"].integer()),
-              FormatBytes((*v)["bytes"].integer()).c_str(), out.c_str());
+  std::printf("exported %lld entries (%s)%s to %s",
+              static_cast<long long>((*v)["entries"].integer()),
+              FormatBytes((*v)["bytes"].integer()).c_str(),
+              TuningRecordsNote((*v)["tuning_records"].integer()).c_str(), out.c_str());
   if (m != a.values.end()) std::printf(", manifest %s", m->second.c_str());
   std::printf("\n");
   if ((*v)["skipped"].integer() > 0) {
@@ -408,9 +416,11 @@ int Import(mlajit_cache_t cache, const ParsedArgs& a) {
   if (a.json) return std::printf("%s\n", json.p), kExitOk;
   std::optional<JsonValue> v = ParseOrComplain(json);
   if (!v) return kExitFailed;
-  std::printf("installed %lld entries (%s) from %s%s\n", static_cast<long long>((*v)["installed"].integer()),
-              FormatBytes((*v)["bytes"].integer()).c_str(), bundle.c_str(),
-              pins != a.values.end() ? ", every one pinned" : "");
+  std::printf("installed %lld entries (%s)%s from %s%s\n",
+              static_cast<long long>((*v)["installed"].integer()),
+              FormatBytes((*v)["bytes"].integer()).c_str(),
+              TuningRecordsNote((*v)["tuning_records"].integer()).c_str(), bundle.c_str(),
+              pins != a.values.end() ? ", every entry pinned" : "");
   return kExitOk;
 }
 
