@@ -17,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/unit/sample_tuning_record.h"
 #include "tests/unit/temp_dir.h"
 #include "mlajit/mlajit.h"
 #include "src/base/log.h"
@@ -189,28 +190,20 @@ TEST(CacheBundle, ExportImportRoundTrip) {
   EXPECT_EQ(calls, 0);
 }
 
+// A refused import installed nothing; closes the cache.
+void ExpectNoEntriesThenClose(mlajit_cache_t dst) {
+  char* json = nullptr;
+  EXPECT_EQ(mlajit_cache_list_json(dst, &json), MLAJIT_STATUS_OK);
+  if (json != nullptr) {
+    EXPECT_TRUE(absl::StrContains(json, "\"entries\":[]")) << "nothing installed: " << json;
+    mlajit_free(json);
+  }
+  mlajit_cache_close(dst);
+}
+
 // Tuning records: what mlajit_tune writes into <cache_dir>/tuning.jsonl.
 tune::TuningRecord Record(int rows, int bucket, int block_m = 16) {
-  tune::TuningRecord r;
-  r.key.device = "NVIDIA H200";
-  r.key.arch = "sm_90a";
-  r.key.sm_count = 132;
-  r.key.kv_format = 1;
-  r.key.page_size = 64;
-  r.key.rows = rows;
-  r.key.work_bucket = bucket;
-  r.shape.block_m = block_m;
-  r.shape.block_n = 64;
-  r.shape.num_warps = 4;
-  r.shape.num_stages = 3;
-  r.shape.ctas_per_sm = 1;
-  r.shape.min_split_cost = 256;
-  r.median_ns = 15000 + rows;
-  r.default_ns = 16000;
-  r.candidates = 7;
-  r.unix_s = 1796000000;
-  r.library_version = CacheOptions::LibraryVersion();
-  return r;
+  return testing_util::SampleTuningRecord(rows, bucket, CacheOptions::LibraryVersion(), block_m);
 }
 
 void WriteTuning(const std::string& cache_dir, const std::vector<std::string>& lines) {
@@ -339,11 +332,7 @@ TEST(CacheBundle, MalformedTuningRecordFailsTheImportNamingItsLine) {
   EXPECT_TRUE(absl::StrContains(error, "tuning line 2 of 2 (line 5 of the bundle)")) << error;
   EXPECT_TRUE(absl::StrContains(error, "\"rows\": missing")) << error;
   EXPECT_TRUE(absl::StrContains(error, "nothing installed")) << error;
-  char* json = nullptr;
-  ASSERT_EQ(mlajit_cache_list_json(dst, &json), MLAJIT_STATUS_OK);
-  EXPECT_TRUE(absl::StrContains(json, "\"entries\":[]")) << "nothing installed: " << json;
-  mlajit_free(json);
-  mlajit_cache_close(dst);
+  ExpectNoEntriesThenClose(dst);
   EXPECT_FALSE(fs::exists(dir.Sub("dst/tuning.jsonl")));
 
   // A memory-only cache has nowhere to keep records: refused before installing.
@@ -399,11 +388,7 @@ TEST(CacheBundle, BrokenTuningSectionIsNotABundle) {
     EXPECT_TRUE(absl::StrContains(mlajit_last_error(), absl::StrCat("bundle ", path, ": ")))
         << mlajit_last_error();
     EXPECT_TRUE(absl::StrContains(mlajit_last_error(), c.needle)) << mlajit_last_error();
-    char* json = nullptr;
-    ASSERT_EQ(mlajit_cache_list_json(dst, &json), MLAJIT_STATUS_OK);
-    EXPECT_TRUE(absl::StrContains(json, "\"entries\":[]")) << "nothing installed: " << json;
-    mlajit_free(json);
-    mlajit_cache_close(dst);
+    ExpectNoEntriesThenClose(dst);
     EXPECT_FALSE(fs::exists(dir.Sub(absl::StrCat("dst-", c.name, "/tuning.jsonl"))));
   }
 }
@@ -456,11 +441,7 @@ TEST(CacheBundle, TamperedEntryIsRejectedByName) {
     ASSERT_NE(dst, nullptr);
     EXPECT_EQ(mlajit_cache_import(dst, path.c_str(), nullptr, nullptr), c.status);
     EXPECT_TRUE(absl::StrContains(mlajit_last_error(), c.needle)) << mlajit_last_error();
-    char* json = nullptr;
-    ASSERT_EQ(mlajit_cache_list_json(dst, &json), MLAJIT_STATUS_OK);
-    EXPECT_TRUE(absl::StrContains(json, "\"entries\":[]")) << "nothing installed: " << json;
-    mlajit_free(json);
-    mlajit_cache_close(dst);
+    ExpectNoEntriesThenClose(dst);
   }
 
   // An intact bundle whose entry is not in the expected pins is refused too.

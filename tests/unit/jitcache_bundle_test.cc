@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "src/cache/kernel_cache.h"
 #include "src/tune/tuning_table.h"
+#include "tests/unit/sample_tuning_record.h"
 
 namespace mlajit {
 namespace {
@@ -102,15 +103,8 @@ TEST_F(JitcacheBundle, ExportImportRoundTripWithPins) {
 
 TEST_F(JitcacheBundle, TuningRecordsAreExportedAndMerged) {
   Fill(dir_ + "/src", 2);
-  tune::TuningRecord r;
-  r.key = {"NVIDIA H200", "sm_90a", 132, 1, 0, 64, 16, 3};
-  r.shape.block_m = 16;
-  r.shape.block_n = 64;
-  r.shape.num_warps = 4;
-  r.shape.num_stages = 3;
-  r.shape.ctas_per_sm = 1;
-  r.shape.min_split_cost = 256;
-  r.library_version = cache::CacheOptions::LibraryVersion();
+  const tune::TuningRecord r =
+      testing_util::SampleTuningRecord(16, 3, cache::CacheOptions::LibraryVersion());
   tune::TuningRecord wide = r;
   wide.key.work_bucket = 9;
   std::ofstream(dir_ + "/src/tuning.jsonl")

@@ -11,6 +11,7 @@
 #include "src/plan/tile_policy.h"
 #include "src/tune/candidates.h"
 #include "src/tune/tuning_table.h"
+#include "tests/unit/sample_tuning_record.h"
 #include "tests/unit/temp_dir.h"
 
 namespace mlajit::tune {
@@ -19,27 +20,7 @@ namespace {
 using ::testing::HasSubstr;
 
 TuningRecord Sample(int rows, int bucket) {
-  TuningRecord r;
-  r.key.device = "NVIDIA H200";
-  r.key.arch = "sm_90a";
-  r.key.sm_count = 132;
-  r.key.kv_format = 1;
-  r.key.q_mode = 0;
-  r.key.page_size = 64;
-  r.key.rows = rows;
-  r.key.work_bucket = bucket;
-  r.shape.block_m = 16;
-  r.shape.block_n = 64;
-  r.shape.num_warps = 4;
-  r.shape.num_stages = 3;
-  r.shape.ctas_per_sm = 1;
-  r.shape.min_split_cost = 256;
-  r.median_ns = 15070;
-  r.default_ns = 15800;
-  r.candidates = 7;
-  r.unix_s = 1796000000;
-  r.library_version = "1.2.3";
-  return r;
+  return testing_util::SampleTuningRecord(rows, bucket, "1.2.3");
 }
 
 std::string ReadAll(const std::string& path) {
