@@ -12,7 +12,6 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "mlajit/mlajit.h"
 #include "src/api/c_api_internal.h"
@@ -164,16 +163,11 @@ absl::Status Tuning(mlajit_cache* c, char** json) {
   int malformed = 0;
   for (const std::string& dir : {o.prebuilt_dir, o.memory_only ? std::string() : o.cache_dir}) {
     if (dir.empty()) continue;
-    const std::string path = cache::cache_internal::JoinPath(dir, tune::kTuningFileName);
-    absl::StatusOr<cache::cache_internal::FileData> data =
-        cache::cache_internal::ReadFileBounded(path, tune::kMaxTuningFileBytes);
-    if (!data.ok()) {
-      if (absl::IsNotFound(data.status())) continue;
-      return data.status();
-    }
-    for (absl::string_view line : absl::StrSplit(data->bytes, '\n')) {
-      if (line.empty()) continue;
-      absl::StatusOr<tune::TuningRecord> r = tune::ParseJsonLine(line);
+    std::string path;
+    MLAJIT_ASSIGN_OR_RETURN(std::vector<tune::TuningFileLine> lines,
+                            tune::ReadTuningFile(dir, &path));
+    for (const tune::TuningFileLine& line : lines) {
+      const absl::StatusOr<tune::TuningRecord>& r = line.record;
       if (!r.ok()) {
         ++malformed;
         continue;
@@ -183,7 +177,8 @@ absl::Status Tuning(mlajit_cache* c, char** json) {
           "{\"file\":", JsonQuote(path),
           ",\"current\":", r->library_version == o.library_version ? "true" : "false",
           ",\"class\":", JsonQuote(tune::KeyName(r->key)),
-          ",\"shape\":", JsonQuote(tune::ShapeName(r->shape)), ",", line.substr(1)));
+          ",\"shape\":", JsonQuote(tune::ShapeName(r->shape)), ",",
+          absl::string_view(line.text).substr(1)));
     }
   }
   return Emit(absl::StrCat("{\"records\":[", absl::StrJoin(records, ","),
@@ -347,24 +342,20 @@ std::string TuningDir(const cache::CacheOptions& o) {
 // file (every well-formed record, of any library version), trimmed. Save
 // replaces the file by a rename, so an unlocked read sees one whole version.
 absl::StatusOr<std::vector<std::string>> TuningLinesToExport(const std::string& dir) {
-  namespace ci = cache::cache_internal;
   std::vector<std::string> lines;
   if (dir.empty()) return lines;
-  const std::string path = ci::JoinPath(dir, tune::kTuningFileName);
-  absl::StatusOr<ci::FileData> data = ci::ReadFileBounded(path, tune::kMaxTuningFileBytes);
-  if (!data.ok()) {
-    if (absl::IsNotFound(data.status())) return lines;
-    return absl::Status(data.status().code(),
-                        absl::StrCat("tuning records ", path, ": ", data.status().message()));
+  std::string path;
+  absl::StatusOr<std::vector<tune::TuningFileLine>> file = tune::ReadTuningFile(dir, &path);
+  if (!file.ok()) {
+    return absl::Status(file.status().code(),
+                        absl::StrCat("tuning records ", path, ": ", file.status().message()));
   }
-  int line_no = 0;
-  for (absl::string_view line : absl::StrSplit(data->bytes, '\n')) {
-    ++line_no;
-    line = absl::StripAsciiWhitespace(line);
+  for (const tune::TuningFileLine& l : *file) {
+    const absl::string_view line = absl::StripAsciiWhitespace(l.text);
     if (line.empty()) continue;
     absl::StatusOr<tune::TuningRecord> r = tune::ParseJsonLine(line);
     if (!r.ok() || line.find('\r') != absl::string_view::npos) {
-      MLAJIT_LOG_WARN(path, ":", line_no, ": malformed tuning record left out of the bundle: ",
+      MLAJIT_LOG_WARN(path, ":", l.number, ": malformed tuning record left out of the bundle: ",
                       r.ok() ? "a line break inside the line" : r.status().message());
       continue;
     }

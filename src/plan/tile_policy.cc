@@ -50,11 +50,8 @@ bool SmallBatchFor(const BatchWork* work, const TileShape& t) {
 // 3.9 ((4,4,8192,32), (32,4,1024,16)) the 64-row path stayed ahead. A plan
 // sized by limits (work null) is taken as large.
 bool ScatteredLargeBatch(KvFormat kv_format, int page_size, const BatchWork* work) {
-  constexpr int kUnitsPerCta = 16;
-  constexpr int kCtasPerSm = 2;  // the swap-AB fp8 tiles'
-  return kv_format == KvFormat::kFp8E4m3 && page_size == 1 &&
-         (work == nullptr ||
-          work->wide_units >= int64_t{kUnitsPerCta} * kCtasPerSm * work->sm_count);
+  // 16 wide units for each of the swap-AB fp8 tiles' two CTAs per SM.
+  return kv_format == KvFormat::kFp8E4m3 && page_size == 1 && !SmallBatchPerSm(work, 32);
 }
 
 }  // namespace

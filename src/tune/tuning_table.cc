@@ -107,38 +107,43 @@ absl::StatusOr<TuningRecord> ParseJsonLine(absl::string_view line) {
 }
 
 
-std::vector<TuningRecord> TuningTable::Parse(absl::string_view text,
-                                             const std::string& path) const {
-  std::vector<TuningRecord> out;
-  int line_no = 0;
-  for (absl::string_view line : absl::StrSplit(text, '\n')) {
-    ++line_no;
-    if (line.empty()) continue;
-    absl::StatusOr<TuningRecord> r = ParseJsonLine(line);
-    if (!r.ok()) {
-      MLAJIT_LOG_WARN(path, ":", line_no, ": skipping a malformed tuning record: ",
-                      r.status().message());
-      continue;
-    }
-    if (r->library_version != version_) {
-      MLAJIT_LOG_DEBUG(path, ":", line_no, ": tuning record of library ", r->library_version,
-                       " ignored (this is ", version_, ")");
-      continue;
-    }
-    out.push_back(*std::move(r));
+absl::StatusOr<std::vector<TuningFileLine>> ReadTuningFile(const std::string& dir,
+                                                           std::string* path) {
+  const std::string file = cache::cache_internal::JoinPath(dir, kTuningFileName);
+  if (path != nullptr) *path = file;
+  std::vector<TuningFileLine> lines;
+  absl::StatusOr<cache::cache_internal::FileData> data =
+      cache::cache_internal::ReadFileBounded(file, kMaxTuningFileBytes);
+  if (!data.ok()) {
+    if (absl::IsNotFound(data.status())) return lines;
+    return data.status();
   }
-  return out;
+  int number = 0;
+  for (absl::string_view text : absl::StrSplit(data->bytes, '\n')) {
+    ++number;
+    if (text.empty()) continue;
+    lines.push_back({number, std::string(text), ParseJsonLine(text)});
+  }
+  return lines;
 }
 
 absl::StatusOr<int> TuningTable::Load(const std::string& dir) {
-  const std::string path = cache::cache_internal::JoinPath(dir, kTuningFileName);
-  absl::StatusOr<cache::cache_internal::FileData> data =
-      cache::cache_internal::ReadFileBounded(path, kMaxTuningFileBytes);
-  if (!data.ok()) {
-    if (absl::IsNotFound(data.status())) return 0;
-    return data.status();
+  std::string path;
+  MLAJIT_ASSIGN_OR_RETURN(std::vector<TuningFileLine> lines, ReadTuningFile(dir, &path));
+  std::vector<TuningRecord> records;
+  for (TuningFileLine& line : lines) {
+    if (!line.record.ok()) {
+      MLAJIT_LOG_WARN(path, ":", line.number, ": skipping a malformed tuning record: ",
+                      line.record.status().message());
+      continue;
+    }
+    if (line.record->library_version != version_) {
+      MLAJIT_LOG_DEBUG(path, ":", line.number, ": tuning record of library ",
+                       line.record->library_version, " ignored (this is ", version_, ")");
+      continue;
+    }
+    records.push_back(*std::move(line.record));
   }
-  std::vector<TuningRecord> records = Parse(data->bytes, path);
   absl::MutexLock lock(&mu_);
   for (TuningRecord& r : records) records_[r.key] = std::move(r);
   return static_cast<int>(records.size());
@@ -153,21 +158,14 @@ absl::Status TuningTable::Save(const std::string& dir) const {
   // are), then ours over it.
   std::vector<std::string> foreign;
   absl::flat_hash_map<TuningKey, std::string> lines;
-  const std::string path = ci::JoinPath(dir, kTuningFileName);
-  absl::StatusOr<ci::FileData> data = ci::ReadFileBounded(path, kMaxTuningFileBytes);
-  if (data.ok()) {
-    for (absl::string_view line : absl::StrSplit(data->bytes, '\n')) {
-      if (line.empty()) continue;
-      absl::StatusOr<TuningRecord> r = ParseJsonLine(line);
-      if (!r.ok()) continue;  // malformed: dropped on rewrite (Load warned)
-      if (r->library_version != version_) {
-        foreign.emplace_back(line);
-      } else {
-        lines[r->key] = std::string(line);
-      }
+  MLAJIT_ASSIGN_OR_RETURN(std::vector<TuningFileLine> on_disk, ReadTuningFile(dir));
+  for (TuningFileLine& line : on_disk) {
+    if (!line.record.ok()) continue;  // malformed: dropped on rewrite (Load warned)
+    if (line.record->library_version != version_) {
+      foreign.push_back(std::move(line.text));
+    } else {
+      lines[line.record->key] = std::move(line.text);
     }
-  } else if (!absl::IsNotFound(data.status())) {
-    return data.status();
   }
   {
     absl::MutexLock l(&mu_);

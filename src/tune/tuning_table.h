@@ -79,6 +79,18 @@ std::string ToJsonLine(const TuningRecord& r);
 // kInvalidArgument naming the field on a malformed line.
 absl::StatusOr<TuningRecord> ParseJsonLine(absl::string_view line);
 
+// One non-empty line of a tuning.jsonl: its number (from 1), its text, and
+// the record it holds or why it holds none.
+struct TuningFileLine {
+  int number = 0;
+  std::string text;
+  absl::StatusOr<TuningRecord> record;
+};
+// The non-empty lines of <dir>/tuning.jsonl, every library version's; none
+// when the file does not exist. `path` (optional) receives the file's path.
+absl::StatusOr<std::vector<TuningFileLine>> ReadTuningFile(const std::string& dir,
+                                                           std::string* path = nullptr);
+
 // Thread-safe map of records. Load merges files into it; Save rewrites
 // <dir>/tuning.jsonl atomically under a lock file, merged with what other
 // processes wrote there meanwhile (the records this table holds win).
@@ -96,9 +108,6 @@ class TuningTable {
   std::vector<TuningRecord> All() const;  // in no particular order
 
  private:
-  // Records of this library version from one file's text; skips the rest.
-  std::vector<TuningRecord> Parse(absl::string_view text, const std::string& path) const;
-
   std::string version_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<TuningKey, TuningRecord> records_ ABSL_GUARDED_BY(mu_);
