@@ -47,7 +47,8 @@ constexpr int KV_BUFFERS = DIRECT_BF16 ? STAGES : 1;
 // MXFP4 tiles whose tokens are consecutive in memory (flat, or pages holding
 // whole tiles) are fetched as one 16-byte-aligned byte range with cp.async;
 // otherwise token by token.
-constexpr bool MX_CONTIGUOUS = KV_FORMAT == KV_FORMAT_MXFP4 && (PAGE_SIZE == 0 || PAGE_SIZE % BLOCK_N == 0);
+constexpr bool MX_CONTIGUOUS =
+    KV_FORMAT == KV_FORMAT_MXFP4 && (PAGE_SIZE == 0 || PAGE_SIZE % BLOCK_N == 0);
 
 static_assert(BLOCK_M % 16 == 0 && NUM_WARPS % ROW_GROUPS == 0, "row groups must tile the warps");
 static_assert(S_TOKENS_PER_WARP % 8 == 0 && S_TOKENS_PER_WARP > 0, "each warp scores n8 tiles");
@@ -179,6 +180,62 @@ MLA_INLINE void LoadQTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int row
   }
 }
 
+// MXFP4: starts loading the `valid` tokens j0.. of a BLOCK_N-token tile into
+// `stage` (BLOCK_N x RAW_STRIDE bytes), by `threads` threads, this one `tid`.
+// Also used by the sm_90a swap-AB path's copying warpgroup (mla_wgmma_mxfp4.cuh).
+MLA_INLINE void IssueMxTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0, int valid,
+                            u8* stage, int tid, int threads) {
+  const u8* kv = static_cast<const u8*>(p.kv);
+  if (MX_CONTIGUOUS) {
+    // Tokens j0.. are consecutive 306-byte records: copy the 16-byte-aligned
+    // span that holds them (the conversion skips the leading offset), reading
+    // nothing past the last valid token.
+    const u8* first = kv + KvSlot<PAGE_SIZE>(p, s, j0) * MXFP4_TOKEN_BYTES;
+    const u8* base = first - (reinterpret_cast<unsigned long long>(first) & 15);
+    const u8* end = first + valid * MXFP4_TOKEN_BYTES;
+    const int chunks = static_cast<int>((end - base + 15) / 16);
+    for (int ch = tid; ch < chunks; ch += threads) {
+      const u8* src = base + ch * 16;
+      const long long bytes = end - src;
+      if (bytes >= 16) {
+        CpAsync16(stage + ch * 16, src, true);
+      } else {
+        // The short last chunk: plain 2-byte loads (records are 2-byte
+        // aligned) so that no access, not even a zero-filled cp.async tail,
+        // reaches past the last token: the buffer may end right there.
+        for (int h = 0; h < bytes / 2; ++h) {
+          reinterpret_cast<u16*>(stage + ch * 16)[h] = reinterpret_cast<const u16*>(src)[h];
+        }
+      }
+    }
+    return;
+  }
+  // 306-byte tokens are only 2-byte aligned: plain loads, completed before the
+  // barrier that publishes the tile.
+  constexpr int HALVES = MXFP4_TOKEN_BYTES / 2;
+  for (int idx = tid; idx < valid * HALVES; idx += threads) {
+    const int tok = idx / HALVES, h = idx % HALVES;
+    const u8* src = kv + KvSlot<PAGE_SIZE>(p, s, j0 + tok) * MXFP4_TOKEN_BYTES;
+    reinterpret_cast<u16*>(stage + tok * RAW_STRIDE)[h] = reinterpret_cast<const u16*>(src)[h];
+  }
+}
+
+// Where IssueMxTile put token t of the tile starting at j0: stage + offset +
+// t * stride. No page id is read: pages hold multiples of 64 tokens here, so
+// a page starts 16 * 306 * k bytes after the pool.
+struct MxTileLayout {
+  int offset, stride;
+};
+MLA_INLINE MxTileLayout MxLayoutOf(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0) {
+  if (!MX_CONTIGUOUS) return {0, RAW_STRIDE};
+  static_assert(!MX_CONTIGUOUS || PAGE_SIZE % 8 == 0, "pages start 16-byte aligned");
+  const long long slot =
+      PAGE_SIZE == 0 ? KvSlot<PAGE_SIZE>(p, s, j0) : j0 % (PAGE_SIZE > 0 ? PAGE_SIZE : 1);
+  const unsigned long long first = reinterpret_cast<unsigned long long>(p.kv) +
+                                   static_cast<unsigned long long>(slot) * MXFP4_TOKEN_BYTES;
+  return {static_cast<int>(first & 15), MXFP4_TOKEN_BYTES};
+}
+
 // Starts loading KV positions [j0, j0 + BLOCK_N) (those below kv_hi) into
 // buffer `buf`; positions past kv_hi become zeros so that masked tokens never
 // inject NaN through 0 * NaN.
@@ -186,40 +243,8 @@ MLA_INLINE void IssueKvTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j
                             int buf, const Smem& sm) {
   const u8* kv = static_cast<const u8*>(p.kv);
   if (KV_FORMAT == KV_FORMAT_MXFP4) {
-    const int valid = min(BLOCK_N, kv_hi - j0);
-    u8* stage = sm.raw + buf * BLOCK_N * RAW_STRIDE;
-    if (MX_CONTIGUOUS) {
-      // Tokens j0.. are consecutive 306-byte records: copy the 16-byte-aligned
-      // span that holds them (the conversion skips the leading offset), reading
-      // nothing past the last valid token.
-      const u8* first = kv + KvSlot<PAGE_SIZE>(p, s, j0) * MXFP4_TOKEN_BYTES;
-      const u8* base = first - (reinterpret_cast<unsigned long long>(first) & 15);
-      const u8* end = first + valid * MXFP4_TOKEN_BYTES;
-      const int chunks = static_cast<int>((end - base + 15) / 16);
-      for (int ch = threadIdx.x; ch < chunks; ch += NUM_THREADS) {
-        const u8* src = base + ch * 16;
-        const long long bytes = end - src;
-        if (bytes >= 16) {
-          CpAsync16(stage + ch * 16, src, true);
-        } else {
-          // The short last chunk: plain 2-byte loads (records are 2-byte
-          // aligned) so that no access, not even a zero-filled cp.async tail,
-          // reaches past the last token: the buffer may end right there.
-          for (int h = 0; h < bytes / 2; ++h) {
-            reinterpret_cast<u16*>(stage + ch * 16)[h] = reinterpret_cast<const u16*>(src)[h];
-          }
-        }
-      }
-      return;
-    }
-    // 306-byte tokens are only 2-byte aligned: plain loads, completed before the
-    // barrier that publishes the tile.
-    constexpr int HALVES = MXFP4_TOKEN_BYTES / 2;
-    for (int idx = threadIdx.x; idx < valid * HALVES; idx += NUM_THREADS) {
-      const int tok = idx / HALVES, h = idx % HALVES;
-      const u8* src = kv + KvSlot<PAGE_SIZE>(p, s, j0 + tok) * MXFP4_TOKEN_BYTES;
-      reinterpret_cast<u16*>(stage + tok * RAW_STRIDE)[h] = reinterpret_cast<const u16*>(src)[h];
-    }
+    IssueMxTile(p, s, j0, min(BLOCK_N, kv_hi - j0), sm.raw + buf * BLOCK_N * RAW_STRIDE,
+                threadIdx.x, NUM_THREADS);
     return;
   }
   // Eight consecutive lanes per token, each copying every 8th 16-byte chunk:
@@ -237,8 +262,9 @@ MLA_INLINE void IssueKvTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j
     const int j = j0 + tok;
     const bool valid = j < kv_hi;
     const u8* src = valid ? kv + KvSlot<PAGE_SIZE>(p, s, j) * TOKEN_BYTES + first * 16 : kv;
-    u8* dst = DIRECT_BF16 ? reinterpret_cast<u8*>(sm.kv + (buf * BLOCK_N + tok) * STRIDE) + first * 16
-                          : sm.raw + (buf * BLOCK_N + tok) * RAW_STRIDE + first * 16;
+    u8* dst = DIRECT_BF16
+                  ? reinterpret_cast<u8*>(sm.kv + (buf * BLOCK_N + tok) * STRIDE) + first * 16
+                  : sm.raw + (buf * BLOCK_N + tok) * RAW_STRIDE + first * 16;
 #pragma unroll
     for (int i = 0; i < PER_TOKEN; ++i) {
       if (CHUNKS % LANES == 0 || first + i * LANES < CHUNKS) {
@@ -302,18 +328,13 @@ MLA_INLINE void ConvertKvTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int
   static_assert(GROUPS % UNIT == 0, "whole units per warp");
   constexpr int UNITS = GROUPS / UNIT;
   const u8* stage = sm.raw + buf * BLOCK_N * RAW_STRIDE;
-  int mx_offset = 0, mx_stride = RAW_STRIDE;
-  if (MX_CONTIGUOUS) {
-    const u8* first = static_cast<const u8*>(p.kv) + KvSlot<PAGE_SIZE>(p, s, j0) * MXFP4_TOKEN_BYTES;
-    mx_offset = static_cast<int>(reinterpret_cast<unsigned long long>(first) & 15);
-    mx_stride = MXFP4_TOKEN_BYTES;
-  }
+  const MxTileLayout mx = MxLayoutOf(p, s, j0);
 #pragma unroll 2
   for (int idx = lane; idx < S_TOKENS_PER_WARP * UNITS; idx += 32) {
     const int tok = tok0 + idx / UNITS, k0 = grp0 + (idx % UNITS) * UNIT;
     uint4 w[UNIT];
     if (tok < valid) {
-      const u8* raw = stage + mx_offset + tok * mx_stride;
+      const u8* raw = stage + mx.offset + tok * mx.stride;
       // 306-byte records keep 2-byte alignment: the packed bytes as halves.
       const u16* halves = reinterpret_cast<const u16*>(raw + k0 * 4);
       const MlaMxTable table = MakeMxTable(raw[MXFP4_PACKED_BYTES + (k0 * 8) / 32]);
@@ -376,8 +397,7 @@ MLA_INLINE float ConvertQTileToF16(const Smem& sm, float* red) {
   for (int i = threadIdx.x; i < PAIRS; i += NUM_THREADS) {
     const int r = i / (HEAD_DIM_QK / 2), c = i % (HEAD_DIM_QK / 2);
     const u32 v = q2[r * (STRIDE / 2) + c];
-    q2[r * (STRIDE / 2) + c] =
-        PackF16x2(Bf16ToFloat(v & 0xffffu) * up, Bf16ToFloat(v >> 16) * up);
+    q2[r * (STRIDE / 2) + c] = PackF16x2(Bf16ToFloat(v & 0xffffu) * up, Bf16ToFloat(v >> 16) * up);
   }
   __syncthreads();
   return __uint_as_float(static_cast<u32>(127 - e) << 23);

@@ -1,5 +1,7 @@
 // Hopper (sm_90a) MLA decode path: warpgroup MMA with the KV tile as the M
-// operand ("swap AB"), for fp8 and bf16 KV and tiles of 16 or 32 query rows.
+// operand ("swap AB"), for tiles of 16 or 32 query rows. fp8 and bf16 tiles
+// are read as stored; MXFP4 tiles are converted to bf16 by a second
+// warpgroup (mla_wgmma_mxfp4.cuh) and then read like bf16 ones.
 //
 // Decode has few query rows per sequence (heads x q_len: 16..32 for most
 // DeepSeek deployments) and many KV tokens. wgmma's M is at least 64, so
@@ -34,6 +36,7 @@
 
 #include "mla_wgmma_common.cuh"
 #include "mla_wgmma_loads.cuh"
+#include "mla_wgmma_mxfp4.cuh"
 
 namespace mla_wgmma {
 
@@ -41,17 +44,16 @@ namespace mla_wgmma {
 
 // `next` is the CTA's following work item (or `item` again): its sequence
 // record is fetched into `next_seq` once this item's Q is loaded, so that the
-// next item does not start with a dependent global round trip.
+// next item does not start with a dependent global round trip. MXFP4: `g`
+// counts the CTA's bf16 tile uses (mla_wgmma_mxfp4.cuh).
 MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, const MlaSeqInfo& s,
                             const Smem& sm, float q_scale, const MlaWorkItem& next,
-                            MlaSeqInfo& next_seq) {
+                            MlaSeqInfo& next_seq, int& g) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int r = lane >> 2, quad = lane & 3;
   const int rows_total = s.q_len * NUM_HEADS;
-  const int last_row = min(item.row_start + N, rows_total) - 1;
-  const int kv_hi = min(item.kv_end, VisibleKv<NUM_HEADS, CAUSAL>(s, last_row));
-  const int kv_lo = item.kv_start;
-  const int num_tiles = kv_hi > kv_lo ? (kv_hi - kv_lo + TILE - 1) / TILE : 0;
+  const ItemRange range = RangeOf(item, s);
+  const int kv_lo = range.kv_lo, kv_hi = range.kv_hi, num_tiles = range.num_tiles;
 
   // This thread's accumulator columns (query rows): n = 8j + 2 quad + e.
   int lim[ROWS_PER_THREAD];
@@ -78,11 +80,11 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
     for (int i = 0; i < N / 2; ++i) o[b][i] = 0.0f;
   }
 
-  __syncthreads();  // the previous item is done with shared memory
+  SyncMma();  // the previous item is done with shared memory
   if (num_tiles > 0) {
 #pragma unroll
     for (int st = 0; st < STAGES - 1; ++st) {
-      if (st < num_tiles) IssueKvTile(p, s, kv_lo + st * TILE, kv_hi, st, sm);
+      if (!MX && st < num_tiles) IssueKvTile(p, s, kv_lo + st * TILE, kv_hi, st, sm);
       CpAsyncCommit();
     }
     score_scale *= LoadQ(p, s, item.row_start, sm, q_scale);
@@ -93,14 +95,20 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
   const Desc q_desc = StepDesc(sm.q), p_desc = StepDesc(sm.p);
 
   for (int t = 0; t < num_tiles; ++t) {
-    const int buf = t % STAGES;
-    CpAsyncWait<STAGES - 2>();
-    FenceProxyAsync();  // Q^T (first tile) / P^T stores -> wgmma reads
-    __syncthreads();    // tile t landed everywhere; everyone is done with tile t-1
-    if (t + STAGES - 1 < num_tiles) {
-      IssueKvTile(p, s, kv_lo + (t + STAGES - 1) * TILE, kv_hi, (t + STAGES - 1) % STAGES, sm);
+    const int buf = MX ? MxBuffer(g) : t % STAGES;
+    if (MX) {
+      MbarWait(&sm.full[buf], MxParity(g));  // converted by the copying warpgroup
+    } else {
+      CpAsyncWait<STAGES - 2>();
     }
-    CpAsyncCommit();
+    FenceProxyAsync();  // Q^T (first tile) / P^T stores -> wgmma reads
+    SyncMma();          // tile t landed everywhere; everyone is done with tile t-1
+    if (!MX) {
+      if (t + STAGES - 1 < num_tiles) {
+        IssueKvTile(p, s, kv_lo + (t + STAGES - 1) * TILE, kv_hi, (t + STAGES - 1) % STAGES, sm);
+      }
+      CpAsyncCommit();
+    }
     const int tile_off = buf * TILE * RAW_STRIDE;
 
     // ---- S^T = K Q^T: this warp's 16 tokens x N rows ----
@@ -139,7 +147,7 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
     // exchange between warps and no rescale of O, valid while no score
     // exceeds its row's m by more than HEADROOM (P <= 2^HEADROOM). The first
     // tile, or a score that jumps, sends the whole CTA through the exchange
-    // (the decision is CTA-uniform: __syncthreads_or).
+    // (the decision is uniform over the warpgroup: SyncMmaOr).
     // With 32 rows the branch costs registers (spills): always exchange.
     constexpr float HEADROOM = 8.0f;
     constexpr bool DEFERRED_MAX = N == 16;
@@ -162,7 +170,7 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
       }
     }
     if (DEFERRED_MAX) FenceProxyAsync();
-    if (!DEFERRED_MAX || __syncthreads_or(over)) {
+    if (!DEFERRED_MAX || SyncMmaOr(over)) {
 #pragma unroll
       for (int c = 0; c < ROWS_PER_THREAD; ++c) {
         const int j = c / 2, e = c % 2;
@@ -172,7 +180,7 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
         v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 16));
         if (r == 0) sm.red[warp * N + 8 * j + 2 * quad + e] = v;
       }
-      __syncthreads();
+      SyncMma();
       float alpha[ROWS_PER_THREAD];
 #pragma unroll
       for (int c = 0; c < ROWS_PER_THREAD; ++c) {
@@ -199,7 +207,7 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
         }
       }
       FenceProxyAsync();
-      __syncthreads();  // P^T rewritten; red read
+      SyncMma();  // P^T rewritten; red read
     }
 #pragma unroll
     for (int c = 0; c < ROWS_PER_THREAD; ++c) l[c] += ls[c];
@@ -221,6 +229,10 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
     Wait<0>();
 #pragma unroll
     for (int b = 0; b < 8; ++b) PinAccumulators(o[b]);
+    if (MX) {
+      MbarArrive(&sm.empty[buf]);  // this thread's reads of the tile are done
+      ++g;
+    }
   }
 
   // ---- epilogue: row sums across lanes and warps, normalise, write ----
@@ -232,16 +244,17 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
     v += __shfl_xor_sync(0xffffffffu, v, 16);
     if (r == 0) sm.red[warp * N + 8 * (c / 2) + 2 * quad + (c % 2)] = v;
   }
-  __syncthreads();
+  if (MX) MbarWait(&sm.full[MxBuffer(g)], MxParity(g));  // a bf16 tile to stage in
+  SyncMma();
   // The normalised rows go through shared memory (the KV stages, idle now:
-  // every copy has landed and every thread is past the tile loop) so that
-  // global stores are whole rows. Stored from the accumulators, each warp
-  // instruction wrote 16 bytes to each of 32 places 64 bytes apart; a probe
-  // timed those stores at 2.1 us of the 2.5 us after the last tile
-  // (tools/bench/RESULTS.md v17).
+  // every copy has landed and every thread is past the tile loop; MXFP4: the
+  // bf16 tile of this use) so that global stores are whole rows. Stored from
+  // the accumulators, each warp instruction wrote 16 bytes to each of 32
+  // places 64 bytes apart; a probe timed those stores at 2.1 us of the 2.5 us
+  // after the last tile (tools/bench/RESULTS.md v17).
   const float v_scale = FP8 ? p.kv_scale : 1.0f;
   const int dim0 = MlaWgmmaOutDimBase(warp, lane);
-  float* staged = reinterpret_cast<float*>(sm.raw);
+  float* staged = reinterpret_cast<float*>(sm.raw + (MX ? MxBuffer(g) * TILE * RAW_STRIDE : 0));
 #pragma unroll
   for (int c = 0; c < ROWS_PER_THREAD; ++c) {
     const int j = c / 2, e = c % 2;
@@ -264,7 +277,7 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
       }
     }
   }
-  __syncthreads();
+  SyncMma();
   if (item.partial >= 0) {
     // The slot holds the whole tile: N rows of 512 floats, one row per pass.
     float4* po = reinterpret_cast<float4*>(
@@ -292,15 +305,35 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
                      PackBf16x2(b.z, b.w));
     }
   }
+  if (MX) {
+    MbarArrive(&sm.empty[MxBuffer(g)]);
+    ++g;
+  }
 }
 
 MLA_INLINE void DecodeCta(const MlaDecodeParams& p) {
   extern __shared__ __align__(128) u8 mla_smem[];
   const Smem sm = CarveSmem(mla_smem);
+  if (MX) {
+    if (threadIdx.x == 0) {
+      for (int b = 0; b < 2; ++b) {
+        MbarInit(&sm.full[b], NUM_THREADS);
+        MbarInit(&sm.empty[b], NUM_THREADS);
+      }
+      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();  // the only CTA-wide barrier: the warpgroups part here
+    if (threadIdx.x >= NUM_THREADS) {
+      CopyAndConvertTiles(p, sm);
+      return;
+    }
+  }
   const float q_scale = Q_MODE == Q_MODE_FP8 ? QScaleFromAmax(*p.q_amax) : 1.0f;
-  ForEachWorkItem(
-      p, [&](const MlaWorkItem& item, const MlaSeqInfo& seq, const MlaWorkItem& next,
-             MlaSeqInfo& next_seq) { ProcessItem(p, item, seq, sm, q_scale, next, next_seq); });
+  int g = 0;
+  ForEachWorkItem(p, [&](const MlaWorkItem& item, const MlaSeqInfo& seq, const MlaWorkItem& next,
+                         MlaSeqInfo& next_seq) {
+    ProcessItem(p, item, seq, sm, q_scale, next, next_seq, g);
+  });
 }
 
 }  // namespace mla_wgmma

@@ -118,12 +118,14 @@ MLA_HOST_DEVICE constexpr int MlaMmaSmemBytes(int kv_format, int block_m, int bl
          stages * block_n * MlaRawTokenStride(kv_format) + block_m * (block_n + 4) * 4;
 }
 
-// The Hopper warpgroup-MMA path (mla_decode_wgmma.cuh) serves sm_90a with fp8
-// or bf16 KV, one 4-warp warpgroup per CTA, 64-token tiles and 16 or 32 query
-// rows per tile. Host and device decide with this one predicate.
+// The Hopper warpgroup-MMA path (mla_decode_wgmma.cuh) serves sm_90a with
+// 64-token tiles and 16 or 32 query rows per tile: one 4-warp warpgroup per
+// CTA for fp8 and bf16 KV, two for MXFP4 (one converts tiles for the other).
+// Host and device decide with this one predicate.
 MLA_HOST_DEVICE constexpr bool MlaWgmmaEligible(int kv_format, int block_m, int block_n,
                                                 int num_warps) {
-  return kv_format != 2 && (block_m == 16 || block_m == 32) && block_n == 64 && num_warps == 4;
+  return (block_m == 16 || block_m == 32) && block_n == 64 &&
+         ((kv_format == 0 || kv_format == 1) ? num_warps == 4 : kv_format == 2 && num_warps == 8);
 }
 
 // The 64-row Hopper path (mla_decode_wgmma_rows.cuh) serves sm_90a with fp8 or
@@ -143,16 +145,20 @@ MLA_HOST_DEVICE constexpr int MlaWgmmaRowsSmemBytes(int kv_format, int stages) {
 
 // Bytes per token of the wgmma path's staging tile: the token as stored (the
 // kernel swizzles 16-byte chunks within a token to keep its loads free of bank
-// conflicts, see mla_decode_wgmma.cuh).
+// conflicts, see mla_decode_wgmma.cuh); MXFP4 tokens after their conversion
+// to bf16.
 MLA_HOST_DEVICE constexpr int MlaWgmmaTokenStride(int kv_format) {
   return kv_format == 1 ? 576 : 1152;
 }
 
 // Dynamic shared memory of the wgmma path: Q^T (block_m x 576 16-bit), the KV
-// stages, P^T (block_m x 64 16-bit) and 4 x block_m floats of row statistics.
+// stages (MXFP4: two bf16 tiles and the stages as stored), P^T (block_m x 64
+// 16-bit), 4 x block_m floats of row statistics and (MXFP4) four mbarriers.
 MLA_HOST_DEVICE constexpr int MlaWgmmaSmemBytes(int kv_format, int block_m, int stages) {
-  return block_m * 576 * 2 + stages * 64 * MlaWgmmaTokenStride(kv_format) + block_m * 64 * 2 +
-         4 * block_m * 4;
+  return block_m * 576 * 2 +
+         (kv_format == 2 ? 2 * 64 * MlaWgmmaTokenStride(2) + stages * 64 * MlaRawTokenStride(2) + 32
+                         : stages * 64 * MlaWgmmaTokenStride(kv_format)) +
+         block_m * 64 * 2 + 4 * block_m * 4;
 }
 
 // Dynamic shared memory of the portable path (mla_decode_portable.cuh).

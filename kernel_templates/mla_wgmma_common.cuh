@@ -17,17 +17,25 @@ using mla_mma::Fp8x4ToF16x4;
 using mla_mma::PackF16x2;
 using mla_mma::SmemAddr;
 
-constexpr int NUM_THREADS = 128;
+constexpr int NUM_THREADS = 128;  // the warpgroup that runs the products
 constexpr int N = BLOCK_M;  // query rows per tile: the wgmma N
 constexpr int TILE = 64;    // KV tokens per tile: the wgmma M
 constexpr bool FP8 = KV_FORMAT == KV_FORMAT_FP8;
-constexpr int ESIZE = FP8 ? 1 : 2;         // bytes per KV element
+// MXFP4 (mla_wgmma_mxfp4.cuh): a second warpgroup copies tiles as stored
+// into their own stages (the mma.sync path's staging, MX_STAGE_BYTES each) and
+// converts each once into one of two bf16 tiles in the bf16 staging layout;
+// the first warpgroup runs both products on those as for bf16 KV (the layout
+// maps treat MXFP4 as bf16).
+constexpr bool MX = KV_FORMAT == KV_FORMAT_MXFP4;
+constexpr int ESIZE = FP8 ? 1 : 2;         // bytes per KV element (as the products read it)
 constexpr int ELEMS = 16 / ESIZE;          // KV elements per 16-byte load
 constexpr int STEPS_PER_LOAD = ELEMS / 4;  // k16 steps one 16-byte load feeds
 constexpr int K_STEPS = HEAD_DIM_QK / 16;  // 36
 constexpr int K_BLOCKS = K_STEPS / STEPS_PER_LOAD;
 constexpr int RAW_STRIDE = MlaWgmmaTokenStride(KV_FORMAT);
 constexpr int STAGES = NUM_STAGES;
+constexpr int KV_TILES = MX ? 2 : STAGES;  // tiles in the staging layout
+constexpr int MX_STAGE_BYTES = TILE * MlaRawTokenStride(KV_FORMAT);  // 0 unless MXFP4
 constexpr int ROWS_PER_THREAD = N / 4;  // accumulator columns a thread holds
 constexpr int CORE_BYTES = 128;         // one 8 x 16-byte core matrix
 constexpr int STEP_BYTES = N * 32;      // one k16 step of Q^T or P^T
@@ -38,26 +46,92 @@ constexpr int S_SETS = N == 16 ? 4 : 2;
 constexpr int EPILOGUE_STRIDE = HEAD_DIM_V + 4;
 
 // The kernel runs this path only for shapes MlaWgmmaEligible accepts (one
-// warpgroup, 64-token tiles, 16 or 32 rows, fp8 or bf16 KV); the file is
+// warpgroup, 64-token tiles, 16 or 32 rows); the file is
 // compiled for every sm_90a shape, so nothing here may assert more.
 constexpr bool ELIGIBLE = MlaWgmmaEligible(KV_FORMAT, BLOCK_M, BLOCK_N, NUM_WARPS);
-static_assert(!ELIGIBLE || N * EPILOGUE_STRIDE * 4 <= STAGES * TILE * RAW_STRIDE,
+static_assert(!ELIGIBLE || N * EPILOGUE_STRIDE * 4 <= KV_TILES * TILE * RAW_STRIDE,
               "the staged output fits the KV stages");
 
 struct Smem {
   u8* q;       // [K_STEPS][N/8][2][8][8] f16/bf16: Q^T in core matrices
-  u8* raw;     // [STAGES][TILE][RAW_STRIDE] KV tiles as stored
+  u8* raw;     // [KV_TILES][TILE][RAW_STRIDE] KV tiles as stored (MXFP4: converted)
+  u8* mx;      // MXFP4: [STAGES][MX_STAGE_BYTES] tiles as stored
   u8* p;       // [TILE/16][N/8][2][8][8] f16/bf16: P^T in core matrices
   float* red;  // [4][N] per-warp row maxima / sums
+  u64* full;   // MXFP4: [2] bf16 tile b converted (or, for an epilogue, free)
+  u64* empty;  // MXFP4: [2] bf16 tile b read
 };
 
 MLA_INLINE Smem CarveSmem(u8* base) {
   Smem m;
   m.q = base;
   m.raw = m.q + K_STEPS * STEP_BYTES;
-  m.p = m.raw + STAGES * TILE * RAW_STRIDE;
+  m.mx = m.raw + KV_TILES * TILE * RAW_STRIDE;
+  m.p = m.mx + (MX ? STAGES * MX_STAGE_BYTES : 0);
   m.red = reinterpret_cast<float*>(m.p + (TILE / 16) * STEP_BYTES);
+  m.full = reinterpret_cast<u64*>(m.red + 4 * N);
+  m.empty = m.full + 2;
   return m;
+}
+
+// ---- barriers ---------------------------------------------------------------
+
+// The product warpgroup's barrier: the whole CTA, except for MXFP4, where
+// the copying warpgroup runs apart (named barrier 1 over 128 threads).
+MLA_INLINE void SyncMma() {
+  if (MX) {
+    asm volatile("bar.sync 1, 128;\n" ::: "memory");
+  } else {
+    __syncthreads();
+  }
+}
+// The same, returning whether x was true in any of its threads.
+MLA_INLINE bool SyncMmaOr(bool x) {
+  if (!MX) return __syncthreads_or(x);
+  u32 any;
+  asm volatile(
+      "{\n.reg .pred p, q;\nsetp.ne.u32 p, %1, 0;\nbar.red.or.pred q, 1, 128, p;\n"
+      "selp.u32 %0, 1, 0, q;\n}\n"
+      : "=r"(any)
+      : "r"(static_cast<u32>(x))
+      : "memory");
+  return any != 0;
+}
+MLA_INLINE void MbarInit(u64* bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(SmemAddr(bar)), "r"(count)
+               : "memory");
+}
+// Arrives on `bar` (release: this thread's shared-memory accesses before it
+// are ordered before the phase completes).
+MLA_INLINE void MbarArrive(u64* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(SmemAddr(bar)) : "memory");
+}
+// Waits until the phase of `bar` with this parity has completed (acquire).
+MLA_INLINE void MbarWait(u64* bar, u32 parity) {
+  asm volatile(
+      "{\n.reg .pred done;\nMLA_MBAR_WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra MLA_MBAR_WAIT;\n}\n" ::"r"(SmemAddr(bar)),
+      "r"(parity)
+      : "memory");
+}
+// MXFP4: bf16 tile use number g (counted over a CTA's work items, one per
+// tile and one per epilogue) is tile g % 2, in round g / 2.
+MLA_INLINE int MxBuffer(int g) { return g & 1; }
+MLA_INLINE u32 MxParity(int g) { return static_cast<u32>(g >> 1) & 1u; }
+
+// The KV range of a work item: positions [kv_lo, kv_hi), in num_tiles tiles.
+struct ItemRange {
+  int kv_lo, kv_hi, num_tiles;
+};
+MLA_INLINE ItemRange RangeOf(const MlaWorkItem& item, const MlaSeqInfo& s) {
+  const int rows_total = s.q_len * NUM_HEADS;
+  const int last_row = min(item.row_start + N, rows_total) - 1;
+  ItemRange r;
+  r.kv_hi = min(item.kv_end, VisibleKv<NUM_HEADS, CAUSAL>(s, last_row));
+  r.kv_lo = item.kv_start;
+  r.num_tiles = r.kv_hi > r.kv_lo ? (r.kv_hi - r.kv_lo + TILE - 1) / TILE : 0;
+  return r;
 }
 
 // ---- warpgroup MMA primitives -------------------------------------------

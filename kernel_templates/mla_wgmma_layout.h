@@ -4,7 +4,8 @@
 // properties the kernel's speed and correctness rest on: each map is a
 // bijection, and every 16-byte shared access of a warp reaches 8 different
 // 16-byte bank groups in each quarter warp (tests/unit/plan_wgmma_layout_test.cc).
-// kv_format: 0 bf16, 1 fp8 (the path does not serve MXFP4).
+// kv_format: 0 bf16, 1 fp8, 2 MXFP4 (laid out as bf16: the path converts its
+// tiles to bf16 before either product reads them).
 #ifndef MLAJIT_KERNEL_TEMPLATES_MLA_WGMMA_LAYOUT_H_
 #define MLAJIT_KERNEL_TEMPLATES_MLA_WGMMA_LAYOUT_H_
 

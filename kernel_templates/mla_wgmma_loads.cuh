@@ -64,7 +64,7 @@ MLA_INLINE float LoadQ(const MlaDecodeParams& p, const MlaSeqInfo& s, int row_st
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
     if (lane == 0) sm.red[warp] = amax;
-    __syncthreads();  // red is next written after the tile loop's first barrier
+    SyncMma();  // red is next written after the tile loop's first barrier
     amax = fmaxf(fmaxf(sm.red[0], sm.red[1]), fmaxf(sm.red[2], sm.red[3]));
     F16RangeScale(amax, up, back);
   }

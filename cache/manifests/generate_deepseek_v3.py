@@ -37,6 +37,9 @@ def tiles(arch, rows, kv, page):
     for small batches of more rows too)."""
     if not (arch.startswith("sm_") and int(arch[3:].rstrip("a")) >= 80):
         return [(16, 16, 8, 2)]
+    if arch == "sm_90a" and kv == "mxfp4" and rows <= 32:
+        # swap-AB warpgroup MMA on tiles a second warpgroup converts to bf16
+        return [(16, 64, 8, 3)] if rows <= 16 else [(32, 64, 8, 2), (16, 64, 8, 3)]
     if arch == "sm_90a" and kv != "mxfp4":  # the warpgroup-MMA paths
         if rows > 32 and kv == "fp8_e4m3" and page == 1:
             return [(32, 64, 4, 2), (64, 64, 8, 2)]  # large and small batches
@@ -55,8 +58,6 @@ def tiles(arch, rows, kv, page):
             stages -= 1
         return (m, n, warps, stages)
 
-    if arch == "sm_90a" and kv == "mxfp4" and 16 < rows <= 32:
-        return [pick([(32, 64, 8)]), pick([(16, 32, 4)])]  # large and small batches
     cands = ([(16, 64, 8), (16, 32, 4)] if rows <= 16 else
              [(32, 32, 8), (32, 16, 4)] if rows <= 32 else
              [(64, 64, 8), (64, 32, 8), (32, 32, 8), (32, 16, 4)])

@@ -32,13 +32,9 @@ int CtasPerSm(const std::string& arch, const TileShape& t) {
 }
 
 // A batch with fewer wide units than units_per_sm per SM (tile_policy.h):
-// then narrower row tiles, with more CTAs, win. SmallBatchFor: 3 per resident
-// CTA of shape `t`.
+// then narrower row tiles, with more CTAs, win.
 bool SmallBatchPerSm(const BatchWork* work, int units_per_sm) {
   return work != nullptr && work->wide_units < int64_t{units_per_sm} * work->sm_count;
-}
-bool SmallBatchFor(const BatchWork* work, const TileShape& t) {
-  return SmallBatchPerSm(work, 3 * t.ctas_per_sm);
 }
 
 // Page size 1 scatters every token: the 64-row path, one CTA per SM, keeps
@@ -109,15 +105,21 @@ TileShape ChooseTiles(const std::string& arch, int rows_per_sequence, KvFormat k
     t.ctas_per_sm = CtasPerSm(arch, t);
     return t;
   }
-  if (arch == "sm_90a" && kv_format != KvFormat::kMxfp4) {
+  if (arch == "sm_90a" && (kv_format != KvFormat::kMxfp4 || rows_per_sequence <= 32)) {
     // Warpgroup MMA with the KV tile as M (mla_decode_wgmma.cuh): one 4-warp
     // CTA per tile of 16 or 32 query rows. Two stages: fp8 then fits two CTAs
-    // per SM.
+    // per SM. MXFP4 adds a warpgroup that converts tiles to bf16 (two bf16
+    // tiles of 72 KB: one CTA per SM) and takes as many raw stages as fit.
+    const bool mxfp4 = kv_format == KvFormat::kMxfp4;
     auto shape = [&](int block_m) {
       t.block_m = block_m;
       t.block_n = 64;
-      t.num_warps = 4;
+      t.num_warps = mxfp4 ? 8 : 4;
       t.num_stages = 2;
+      while (mxfp4 && t.num_stages < 4 &&
+             MlaWgmmaSmemBytes(2, block_m, t.num_stages + 1) <= MaxDynamicSharedMemory(arch)) {
+        ++t.num_stages;
+      }
       t.smem_bytes = MlaWgmmaSmemBytes(static_cast<int>(kv_format), t.block_m, t.num_stages);
       t.ctas_per_sm = CtasPerSm(arch, t);
     };
@@ -146,15 +148,6 @@ TileShape ChooseTiles(const std::string& arch, int rows_per_sequence, KvFormat k
   // KB); on the H200 it beats 64 x 32 by 15-19 % on the MXFP4 q_len-4 cases
   // (tools/bench/RESULTS.md).
   static constexpr Candidate kLarge[] = {{64, 64, 8}, {64, 32, 8}, {32, 32, 8}, {32, 16, 4}};
-  // MXFP4 with 17..32 rows on Hopper: 32 x 64 tiles, one CTA per SM, unless
-  // the batch gives each resident CTA fewer than 3 wide units; then 16 x 32
-  // tiles, also one CTA per SM. H200 (tools/bench/RESULTS.md v14), against
-  // 32 x 32: (32,1,1024,32) 44.0 -> 38.8 us (512 wide units), (4,1,1024,32)
-  // 23.3 -> 21.8 us (64); the other shape lost on each (46.5 and 25.3 us).
-  // The autotuner (RESULTS.md v16) then found one CTA per SM faster than two
-  // for the small batch's 16 x 32 tiles: (4,1,1024,32) 21.9 -> 19.1 us.
-  static constexpr Candidate kMediumMxfp4Hopper[] = {{32, 64, 8}};
-  static constexpr Candidate kMediumMxfp4HopperSmallBatch[] = {{16, 32, 4}};
   const int limit = MaxDynamicSharedMemory(arch);
   const int f = static_cast<int>(kv_format);
   // The first candidate whose two-stage footprint fits (else the last), with
@@ -173,15 +166,6 @@ TileShape ChooseTiles(const std::string& arch, int rows_per_sequence, KvFormat k
     t.smem_bytes = MlaMmaSmemBytes(f, t.block_m, t.block_n, t.num_stages);
     t.ctas_per_sm = CtasPerSm(arch, t);
   };
-  if (arch == "sm_90a" && kv_format == KvFormat::kMxfp4 && rows_per_sequence > 16 &&
-      rows_per_sequence <= 32) {
-    pick(std::begin(kMediumMxfp4Hopper), std::end(kMediumMxfp4Hopper));
-    if (SmallBatchFor(work, t)) {
-      pick(std::begin(kMediumMxfp4HopperSmallBatch), std::end(kMediumMxfp4HopperSmallBatch));
-      t.ctas_per_sm = 1;  // fewer, longer pieces: less to merge (above)
-    }
-    return t;
-  }
   if (rows_per_sequence <= 16) {
     pick(std::begin(kSmall), std::end(kSmall));
   } else if (rows_per_sequence <= 32) {

@@ -27,6 +27,8 @@ namespace {
 
 using harness::CaseOptions;
 using harness::CaseResult;
+using harness::DecodeHarness;
+using harness::DeviceBatch;
 using harness::FreshSeed;
 using harness::OutputTolerance;
 using reference::BatchConfig;
@@ -132,29 +134,67 @@ TEST_F(GpuDecodeTest, Mxfp4LargeRowTiles) {
   }
 }
 
-TEST_F(GpuDecodeTest, Mxfp4MediumRowTiles) {
-  // MXFP4 with 17..32 rows per sequence: on Hopper, 32 x 64 tiles for a batch
-  // with work for every CTA and 16 x 32 tiles for a small one (tile_policy.cc);
-  // 32 x 32 elsewhere. Fixed lengths keep the first two above the policy's
-  // threshold (500 wide units against 396 on 132 SMs); 8011 tokens end in a
-  // part tile and split; the pages hold fewer tokens than a tile or exactly one.
+// Runs `c` through its plan against the CPU reference and returns the plan's
+// description (mlajit_plan_describe_json), for tests of which tiles run.
+std::string ExpectMatchesAndDescribe(DecodeHarness& h, BatchConfig c) {
+  c.seed = FreshSeed();
+  absl::StatusOr<std::unique_ptr<DeviceBatch>> db = h.Upload(c, true);
+  EXPECT_TRUE(db.ok()) << db.status();
+  if (!db.ok()) return "";
+  const std::string plan = DescribePlan(**db);
+  absl::StatusOr<CaseResult> r = h.Check(**db, {});
+  EXPECT_TRUE(r.ok()) << r.status();
+  if (!r.ok()) return plan;
+  EXPECT_TRUE(r->out.Passes(OutputTolerance(c))) << r->spec << "\n  out: " << r->out.ToString();
+  EXPECT_TRUE(r->lse.Passes(1e-3)) << r->spec << "\n  lse: " << r->lse.ToString();
+  return plan;
+}
+
+bool OnHopper(DecodeHarness& h) {
+  absl::StatusOr<gpu::DeviceProperties> props = h.backend()->GetDeviceProperties(0);
+  return props.ok() && props->arch == "sm_90a";
+}
+
+TEST_F(GpuDecodeTest, Mxfp4TilesOfUpTo32Rows) {
+  // MXFP4 with at most 32 rows per sequence on Hopper (tile_policy.cc): the
+  // swap-AB path with a converting warpgroup, 32-row tiles, or 16 below 6
+  // wide units per SM (fixed lengths: 1008 and 500 wide units against 792 on
+  // 132 SMs); every page size; 8011 tokens end in a part tile and split.
+  // Elsewhere the mma.sync path's 32 x 32 tiles.
   struct Case {
     Shape shape;
     bool fixed;
-    const char* hopper_tiles;
+    int hopper_rows;
   };
-  for (const Case& k : {Case{{32, 1, 8011, 4, 0}, true, "\"block_m\":32,\"block_n\":64,"},
-                        Case{{16, 2, 8011, 4, 1}, true, "\"block_m\":32,\"block_n\":64,"},
-                        Case{{32, 1, 700, 6, 16}, false, "\"block_m\":16,\"block_n\":32,"},
-                        Case{{16, 2, 3000, 4, 64}, false, "\"block_m\":16,\"block_n\":32,"}}) {
+  for (const Case& k : {Case{{32, 1, 8011, 8, 0}, true, 32}, Case{{32, 1, 8011, 4, 0}, true, 16},
+                        Case{{16, 2, 3000, 4, 64}, false, 16}, Case{{16, 2, 8011, 8, 1}, true, 32},
+                        Case{{32, 1, 700, 6, 16}, false, 16}}) {
     BatchConfig c = WithShape(KvFormat::kMxfp4, QMode::kBf16, k.shape);
     if (k.fixed) c.lengths = LengthDistribution::kFixed;
-    c.seed = FreshSeed();
-    auto r = harness_->RunCase(c, {});
-    ASSERT_TRUE(r.ok()) << r.status();
-    EXPECT_TRUE(r->out.Passes(OutputTolerance(c))) << r->spec << "\n  out: " << r->out.ToString();
-    if (r->spec.find("\"sm_90a\"") != std::string::npos) {
-      EXPECT_NE(r->spec.find(k.hopper_tiles), std::string::npos) << r->spec;
+    const std::string plan = ExpectMatchesAndDescribe(*harness_, c);
+    if (OnHopper(*harness_)) {
+      EXPECT_EQ(IntField(plan, "block_m"), k.hopper_rows) << plan;
+      EXPECT_EQ(IntField(plan, "block_n"), 64) << plan;
+      EXPECT_EQ(IntField(plan, "num_warps"), 8) << plan;
+    }
+  }
+}
+
+TEST_F(GpuDecodeTest, Mxfp4SwapAbTilesEveryPageSizeAndQMode) {
+  // The converting warpgroup's every branch: pages of 1 and 16 tokens
+  // (records copied one by one), 64 and flat (one run per tile); both Q
+  // modes; 16- and 32-row tiles at 2 and 3 raw stages; part tiles, empty
+  // sequences, and sequences split over CTAs. (Other architectures run the
+  // same tile shapes on the mma.sync path.)
+  for (const char* tiles : {"16,64,8,3,1", "32,64,8,2,1", "16,64,8,2,1"}) {
+    ScopedEnv env("MLAJIT_TILES", tiles);
+    for (int page : {1, 16, 64, 0}) {
+      for (QMode m : {QMode::kBf16, QMode::kFp8}) {
+        BatchConfig c = WithShape(KvFormat::kMxfp4, m, Shape{16, 2, 5000, 5, page});
+        c.zero_length_fraction = 0.2;
+        const std::string plan = ExpectMatchesAndDescribe(*harness_, c);
+        EXPECT_EQ(IntField(plan, "num_warps"), 8) << plan;
+      }
     }
   }
 }
@@ -172,13 +212,11 @@ TEST_F(GpuDecodeTest, PageSizeOneLargeBatchesTakeSwapAbTiles) {
                         Case{{32, 4, 4100, 17, 1}, QMode::kFp8}}) {
     BatchConfig c = WithShape(KvFormat::kFp8E4m3, k.q_mode, k.shape);
     c.lengths = LengthDistribution::kFixed;
-    c.seed = FreshSeed();
-    auto r = harness_->RunCase(c, {});
-    ASSERT_TRUE(r.ok()) << r.status();
-    EXPECT_TRUE(r->out.Passes(OutputTolerance(c))) << r->spec << "\n  out: " << r->out.ToString();
-    if (r->spec.find("\"sm_90a\"") != std::string::npos) {
-      EXPECT_NE(r->spec.find("\"block_m\":32,\"block_n\":64,\"num_warps\":4,"), std::string::npos)
-          << r->spec;
+    const std::string plan = ExpectMatchesAndDescribe(*harness_, c);
+    if (OnHopper(*harness_)) {
+      EXPECT_EQ(IntField(plan, "block_m"), 32) << plan;
+      EXPECT_EQ(IntField(plan, "block_n"), 64) << plan;
+      EXPECT_EQ(IntField(plan, "num_warps"), 4) << plan;
     }
   }
 }

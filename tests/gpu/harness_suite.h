@@ -7,10 +7,14 @@
 #ifndef MLAJIT_TESTS_GPU_HARNESS_SUITE_H_
 #define MLAJIT_TESTS_GPU_HARNESS_SUITE_H_
 
+#include <cstdlib>
 #include <memory>
+#include <optional>
+#include <regex>
 #include <string>
 
 #include "gtest/gtest.h"
+#include "mlajit/mlajit.h"
 #include "tools/harness/decode_harness.h"
 
 namespace mlajit {
@@ -37,6 +41,50 @@ class HarnessSuite : public ::testing::Test {
 
   static inline harness::DecodeHarness* harness_ = nullptr;
   static inline std::string skip_reason_ = "unknown";
+};
+
+// A JSON string from the library, freed here.
+inline std::string TakeJson(char* p) {
+  std::string s = p != nullptr ? p : "";
+  mlajit_free(p);
+  return s;
+}
+
+// The integer value of "name" where it first appears in `json` (-999: absent).
+inline int IntField(const std::string& json, const std::string& name) {
+  std::smatch m;
+  if (!std::regex_search(json, m, std::regex("\"" + name + "\":(-?[0-9]+)"))) return -999;
+  return std::stoi(m[1]);
+}
+
+// What the batch's plan runs: mlajit_plan_describe_json (kernel, tiles, CTAs).
+inline std::string DescribePlan(const harness::DeviceBatch& db) {
+  char* json = nullptr;
+  EXPECT_EQ(mlajit_plan_describe_json(db.plan, &json), MLAJIT_STATUS_OK) << mlajit_last_error();
+  return TakeJson(json);
+}
+
+// Sets an environment variable for one scope (plans read MLAJIT_TILES and
+// MLAJIT_SPLIT_MIN_COST when they are built).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (old_.has_value()) {
+      setenv(name_, old_->c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
 };
 
 }  // namespace mlajit

@@ -16,6 +16,7 @@
 #include "mlajit/mlajit.h"
 #include "src/plan/scheduler.h"
 #include "src/tune/candidates.h"
+#include "tests/gpu/harness_suite.h"  // ScopedEnv
 #include "tests/unit/temp_dir.h"
 #include "tools/harness/decode_harness.h"
 
@@ -27,40 +28,6 @@ using harness::DeviceBatch;
 using harness::FreshSeed;
 using harness::OutputTolerance;
 using reference::BatchConfig;
-
-// Sets an environment variable for one scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    setenv(name, value.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    if (old_.has_value()) {
-      setenv(name_, old_->c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
-
-// A JSON string from the library, freed on scope exit.
-std::string TakeJson(char* p) {
-  std::string s = p != nullptr ? p : "";
-  mlajit_free(p);
-  return s;
-}
-
-// The integer value of "name" in the first place it appears in `json`.
-int IntField(const std::string& json, const std::string& name) {
-  std::smatch m;
-  if (!std::regex_search(json, m, std::regex("\"" + name + "\":(-?[0-9]+)"))) return -999;
-  return std::stoi(m[1]);
-}
 
 // The candidates array's entries, in order.
 std::vector<std::string> Candidates(const std::string& json) {
@@ -74,11 +41,6 @@ std::vector<std::string> Candidates(const std::string& json) {
   return out;
 }
 
-std::string Describe(const DeviceBatch& db) {
-  char* json = nullptr;
-  EXPECT_EQ(mlajit_plan_describe_json(db.plan, &json), MLAJIT_STATUS_OK) << mlajit_last_error();
-  return TakeJson(json);
-}
 
 std::unique_ptr<DecodeHarness> HarnessOn(const std::string& cache_dir, std::string* skip) {
   mlajit_cache_options_t co = MLAJIT_CACHE_OPTIONS_INIT;
@@ -141,7 +103,7 @@ TEST(GpuTune, RecordsTheFastestAndLaterPlansUseIt) {
     c.seed = FreshSeed();
     absl::StatusOr<std::unique_ptr<DeviceBatch>> db = harness.Upload(c, true);
     ASSERT_TRUE(db.ok()) << db.status();
-    const std::string d = Describe(**db);
+    const std::string d = DescribePlan(**db);
     EXPECT_EQ(d.find("\"tuned\":true") != std::string::npos, tuned) << d;
     if (tuned) {
       for (const char* f : {"block_m", "block_n", "num_warps", "num_stages", "min_split_cost"}) {
@@ -238,7 +200,7 @@ TEST_P(GpuTuneCandidates, EachMatchesTheReference) {
     c.seed = FreshSeed();
     absl::StatusOr<std::unique_ptr<DeviceBatch>> db = (*h)->Upload(c, true);
     ASSERT_TRUE(db.ok()) << db.status();
-    const std::string d = Describe(**db);
+    const std::string d = DescribePlan(**db);
     EXPECT_EQ(IntField(d, "block_m"), t.block_m) << d;
     EXPECT_EQ(IntField(d, "num_stages"), t.num_stages) << d;
     EXPECT_EQ(IntField(d, "num_ctas"), t.ctas_per_sm * props->sm_count) << d;
@@ -269,6 +231,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case(8, 4, 777, 16, KvFormat::kFp8E4m3),
                       Case(8, 1, 1500, 16, KvFormat::kBf16),
                       Case(4, 1, 1024, 16, KvFormat::kMxfp4),
+                      Case(6, 2, 900, 16, KvFormat::kMxfp4, 64, QMode::kFp8),
+                      Case(5, 1, 1200, 32, KvFormat::kMxfp4, 16),
                       Case(6, 2, 900, 16, KvFormat::kFp8E4m3, 64, QMode::kFp8)));
 
 }  // namespace

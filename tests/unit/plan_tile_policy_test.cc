@@ -34,9 +34,9 @@ TEST(TilePolicy, FitsSharedMemoryOfEachArchitecture) {
           EXPECT_EQ(t.num_warps, 8);
           EXPECT_EQ(t.ctas_per_sm, 1);
           EXPECT_EQ(t.smem_bytes, MlaWgmmaRowsSmemBytes(static_cast<int>(f), t.num_stages));
-        } else if (std::string(arch) == "sm_90a" && f != KvFormat::kMxfp4) {
+        } else if (std::string(arch) == "sm_90a" && (f != KvFormat::kMxfp4 || rows <= 32)) {
           // Hopper's swap-AB warpgroup-MMA path: 16 or 32 rows per tile, fp8
-          // two CTAs per SM.
+          // two CTAs per SM, MXFP4 one of two warpgroups.
           EXPECT_TRUE(wgmma) << rows;
           EXPECT_FALSE(wgmma_rows) << rows;
           EXPECT_EQ(t.smem_bytes, MlaWgmmaSmemBytes(static_cast<int>(f), t.block_m,
@@ -44,6 +44,10 @@ TEST(TilePolicy, FitsSharedMemoryOfEachArchitecture) {
           EXPECT_EQ(t.block_m, rows <= 16 ? 16 : 32) << rows;
           if (f == KvFormat::kFp8E4m3) {
             EXPECT_EQ(t.ctas_per_sm, 2);
+          }
+          EXPECT_EQ(t.num_warps, f == KvFormat::kMxfp4 ? 8 : 4);
+          if (f == KvFormat::kMxfp4) {
+            EXPECT_EQ(t.ctas_per_sm, 1);
           }
         } else {
           EXPECT_FALSE(wgmma) << arch;
@@ -160,31 +164,37 @@ TEST(TilePolicy, SmallBatchesTakeNarrowRowTilesOnTheWgmmaPath) {
             ChooseTiles("sm_80", 32, KvFormat::kMxfp4).block_m);
 }
 
-TEST(TilePolicy, Mxfp4MediumRowsOnHopperTakeWideTilesOrSmallBatchTiles) {
-  // 17..32 rows: 32 x 64 unless fewer than 3 wide units per resident CTA,
-  // then 16 x 32, one CTA per SM either way; other targets keep 32 x 32.
+TEST(TilePolicy, Mxfp4UpTo32RowsOnHopperTakeSwapAbTiles) {
+  // Every page size: the swap-AB path with a converting warpgroup (8 warps),
+  // 16 or 32 rows per tile (16 below 6 wide units per SM, as for bf16), one
+  // CTA per SM, as many raw stages as fit (3 for 16 rows, 2 for 32).
   const BatchWork small{4 * 16, 132}, large{32 * 16, 132};  // (4|32,1,1024,32)
-  for (int rows : {17, 32}) {
-    for (const TileShape& t : {ChooseTiles("sm_90a", rows, KvFormat::kMxfp4, &large),
-                               ChooseTiles("sm_90a", rows, KvFormat::kMxfp4)}) {
-      EXPECT_EQ(t.block_m, 32) << rows;
-      EXPECT_EQ(t.block_n, 64) << rows;
-      EXPECT_EQ(t.num_warps, 8) << rows;
-      EXPECT_EQ(t.ctas_per_sm, 1) << rows;
+  const BatchWork edge_below{6 * 132 - 1, 132}, edge{6 * 132, 132};
+  for (int page : {0, 1, 16, 64, 128}) {
+    for (int rows : {1, 16, 17, 32}) {
+      for (const BatchWork* w : {&small, &large, &edge_below, &edge,
+                                 static_cast<const BatchWork*>(nullptr)}) {
+        const TileShape t = ChooseTiles("sm_90a", rows, KvFormat::kMxfp4, w, page);
+        EXPECT_TRUE(RunsWgmmaPath("sm_90a", KvFormat::kMxfp4, t.block_m, t.block_n, t.num_warps))
+            << page << " " << rows;
+        const bool small_batch = w != nullptr && w != &edge;
+        EXPECT_EQ(t.block_m, rows <= 16 || small_batch ? 16 : 32) << page << " " << rows;
+        EXPECT_EQ(t.num_warps, 8);
+        EXPECT_EQ(t.num_stages, t.block_m == 16 ? 3 : 2);
+        EXPECT_EQ(t.ctas_per_sm, 1);
+        EXPECT_EQ(t.smem_bytes, MlaWgmmaSmemBytes(2, t.block_m, t.num_stages));
+        EXPECT_GT(MlaWgmmaSmemBytes(2, t.block_m, t.num_stages + 1),
+                  MaxDynamicSharedMemory("sm_90a"));
+      }
     }
-    const TileShape s = ChooseTiles("sm_90a", rows, KvFormat::kMxfp4, &small);
-    EXPECT_EQ(s.block_m, 16) << rows;
-    EXPECT_EQ(s.block_n, 32) << rows;
-    EXPECT_EQ(s.num_warps, 4) << rows;
-    EXPECT_EQ(s.ctas_per_sm, 1) << rows;
-    EXPECT_EQ(s.smem_bytes, MlaMmaSmemBytes(2, 16, 32, s.num_stages));
   }
-  const BatchWork edge_below{3 * 132 - 1, 132}, edge{3 * 132, 132};
-  EXPECT_EQ(ChooseTiles("sm_90a", 32, KvFormat::kMxfp4, &edge_below).block_m, 16);
-  EXPECT_EQ(ChooseTiles("sm_90a", 32, KvFormat::kMxfp4, &edge).block_m, 32);
-  // 16 rows and fewer, and other architectures, are unchanged.
-  EXPECT_EQ(ChooseTiles("sm_90a", 16, KvFormat::kMxfp4, &small).block_n, 64);
-  EXPECT_EQ(ChooseTiles("sm_90a", 16, KvFormat::kMxfp4, &small).num_warps, 8);
+  // fp8 and bf16 keep one warpgroup; more rows, and other architectures,
+  // keep their paths.
+  EXPECT_FALSE(MlaWgmmaEligible(2, 32, 64, 4));
+  EXPECT_FALSE(MlaWgmmaEligible(1, 32, 64, 8));
+  const TileShape tall = ChooseTiles("sm_90a", 64, KvFormat::kMxfp4);
+  EXPECT_FALSE(RunsWgmmaPath("sm_90a", KvFormat::kMxfp4, tall.block_m, tall.block_n,
+                             tall.num_warps));
   EXPECT_EQ(ChooseTiles("sm_80", 32, KvFormat::kMxfp4, &large).block_n, 32);
 }
 
