@@ -30,38 +30,50 @@ MLA_INLINE void SyncCopy() { asm volatile("bar.sync 2, 128;\n" ::: "memory"); }
 
 // MXFP4 stage `stage` (the tile at j0, `valid` tokens) -> the bf16 tile at
 // `dst`, in the bf16 staging layout; tokens at or past `valid` become zeros.
-// Thread `tid` of 128 converts whole 32-element scale blocks (one table each,
-// as the mma.sync path does): unit u is token u % 64 of block u / 64, so that
+// Thread `tid` of 128 converts token tid % 64's 32-element scale blocks
+// tid / 64, + 2, + 4, ... (nine, one table each, as the mma.sync path does):
 // a warp reads 32 tokens' records (306 bytes apart) and its stores spread over
-// the swizzle. Records are 2-byte aligned: a block's 16 packed bytes come as
-// five aligned words, realigned by one byte permute per word.
+// the swizzle. All nine blocks' bytes are loaded before any is converted, so
+// that the loads overlap each other and the conversions have independent
+// work to interleave: converting block by block (each one's loads after the
+// previous one's stores, which the compiler cannot reorder) ran at about one
+// instruction per six cycles per warp (RESULTS.md v18). Records are 2-byte
+// aligned: a block's 16 packed bytes come as five aligned words, realigned
+// by one byte permute per word.
 MLA_INLINE void ConvertMxTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0, int valid,
                               const u8* stage, u8* dst, int tid) {
-  constexpr int BLOCKS = HEAD_DIM_QK / 32;  // scale blocks per token: 18
-  static_assert(TILE * BLOCKS % NUM_THREADS == 0, "whole units per thread");
+  constexpr int BLOCKS = HEAD_DIM_QK / 32;                 // scale blocks per token: 18
+  constexpr int PER_THREAD = TILE * BLOCKS / NUM_THREADS;  // 9
+  static_assert(NUM_THREADS == 2 * TILE && BLOCKS == 2 * PER_THREAD, "two threads per token");
   const mla_mma::MxTileLayout mx = mla_mma::MxLayoutOf(p, s, j0);
-  const u8* records = stage + mx.offset;
-#pragma unroll 3
-  for (int u = tid; u < TILE * BLOCKS; u += NUM_THREADS) {
-    const int tok = u % TILE, blk = u / TILE;
-    uint4 w[4] = {};
-    if (tok < valid) {
-      const u8* record = records + tok * mx.stride;
-      const u8* src = record + 16 * blk;
-      const int shift = static_cast<int>(reinterpret_cast<unsigned long long>(src) & 2);
-      const u32* words = reinterpret_cast<const u32*>(src - shift);
-      u32 x[5];
+  const int tok = tid % TILE, blk0 = tid / TILE;
+  const u8* record = stage + mx.offset + tok * mx.stride;
+  const int shift = static_cast<int>(reinterpret_cast<unsigned long long>(record) & 2);
+  const u32* words = reinterpret_cast<const u32*>(record - shift);
+  const u32 sel = shift ? 0x5432u : 0x3210u;
+  u32 x[PER_THREAD][5];
+  u32 scale[PER_THREAD];
+  const bool live = tok < valid;
 #pragma unroll
-      for (int i = 0; i < 5; ++i) x[i] = words[i];
-      const u32 sel = shift ? 0x5432u : 0x3210u;
-      const MlaMxTable table = mla_mma::MakeMxTable(record[MXFP4_PACKED_BYTES + blk]);
+  for (int k = 0; k < PER_THREAD; ++k) {
+    const int blk = blk0 + 2 * k;
+#pragma unroll
+    for (int i = 0; i < 5; ++i) x[k][i] = live ? words[4 * blk + i] : 0u;
+    scale[k] = live ? record[MXFP4_PACKED_BYTES + blk] : 0u;
+  }
+  u8* row = dst + tok * RAW_STRIDE;
+#pragma unroll
+  for (int k = 0; k < PER_THREAD; ++k) {
+    const int blk = blk0 + 2 * k;
+    uint4 w[4] = {};
+    if (live) {
+      const MlaMxTable table = mla_mma::MakeMxTable(static_cast<u8>(scale[k]));
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        const MlaMxWords m = MlaMxToBf16x8(MlaPrmt(x[i], x[i + 1], sel), table);
+        const MlaMxWords m = MlaMxToBf16x8(MlaPrmt(x[k][i], x[k][i + 1], sel), table);
         w[i] = make_uint4(m.w[0], m.w[1], m.w[2], m.w[3]);
       }
     }
-    u8* row = dst + tok * RAW_STRIDE;
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       *reinterpret_cast<uint4*>(row + MlaWgmmaChunkSlot(KV_FORMAT, tok, 4 * blk + i) * 16) = w[i];
