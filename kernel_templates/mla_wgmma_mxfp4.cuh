@@ -32,14 +32,15 @@ MLA_INLINE void SyncCopy() { asm volatile("bar.sync 2, 128;\n" ::: "memory"); }
 // `dst`, in the bf16 staging layout; tokens at or past `valid` become zeros.
 // Thread `tid` of 128 converts token tid % 64's 32-element scale blocks
 // tid / 64, + 2, + 4, ... (nine, one table each, as the mma.sync path does):
-// a warp reads 32 tokens' records (306 bytes apart) and its stores spread over
-// the swizzle. All nine blocks' bytes are loaded before any is converted, so
-// that the loads overlap each other and the conversions have independent
-// work to interleave: converting block by block (each one's loads after the
-// previous one's stores, which the compiler cannot reorder) ran at about one
-// instruction per six cycles per warp (RESULTS.md v18). Records are 2-byte
-// aligned: a block's 16 packed bytes come as five aligned words, realigned
-// by one byte permute per word.
+// a warp reads 32 tokens' records (306 bytes apart); its 16-byte stores meet
+// two to a bank group (the swizzle gives 8 tokens 4 keys; storing them
+// conflict-free measured no faster, RESULTS.md v18). All nine blocks' bytes
+// are loaded before any is converted, so that the loads overlap each other
+// and the conversions have independent work to interleave: converting block
+// by block (each one's loads after the previous one's stores, which the
+// compiler cannot reorder) ran at about one instruction per six cycles per
+// warp (RESULTS.md v18). Records are 2-byte aligned: a block's 16 packed
+// bytes come as five aligned words, realigned by one byte permute per word.
 MLA_INLINE void ConvertMxTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0, int valid,
                               const u8* stage, u8* dst, int tid) {
   constexpr int BLOCKS = HEAD_DIM_QK / 32;                 // scale blocks per token: 18
