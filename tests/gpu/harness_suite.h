@@ -7,14 +7,13 @@
 #ifndef MLAJIT_TESTS_GPU_HARNESS_SUITE_H_
 #define MLAJIT_TESTS_GPU_HARNESS_SUITE_H_
 
-#include <cstdlib>
 #include <memory>
-#include <optional>
 #include <regex>
 #include <string>
 
 #include "gtest/gtest.h"
 #include "mlajit/mlajit.h"
+#include "tests/unit/scoped_env.h"
 #include "tools/harness/decode_harness.h"
 
 namespace mlajit {
@@ -64,28 +63,7 @@ inline std::string DescribePlan(const harness::DeviceBatch& db) {
   return TakeJson(json);
 }
 
-// Sets an environment variable for one scope (plans read MLAJIT_TILES and
-// MLAJIT_SPLIT_MIN_COST when they are built).
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    setenv(name, value.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    if (old_.has_value()) {
-      setenv(name_, old_->c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using test_support::ScopedEnv;
 
 }  // namespace mlajit
 

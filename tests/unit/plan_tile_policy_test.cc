@@ -10,6 +10,7 @@
 #include "kernel_templates/mla_params.h"
 #include "src/jit/kernel_spec.h"
 #include "src/plan/tile_policy.h"
+#include "tests/unit/scoped_env.h"
 
 namespace mlajit::plan {
 namespace {
@@ -205,15 +206,7 @@ TEST(TilePolicy, ShippedManifestsMatchThePolicy) {
   CheckManifest(std::string(src) + "/cache/manifests/deepseek_v3_amd.jsonl");
 }
 
-// Sets an environment variable for one scope and restores "unset" after.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
-  ~ScopedEnv() { unsetenv(name_); }
-
- private:
-  const char* name_;
-};
+using test_support::ScopedEnv;
 
 TEST(TilePolicy, TileOverrideReplacesAShapeThatCanRun) {
   TileShape t = ChooseTiles("sm_90a", 16, KvFormat::kFp8E4m3);
