@@ -171,9 +171,12 @@ MLA_INLINE void QAmax(const MlaDecodeParams& p) {
   }
   red[threadIdx.x] = m;
   __syncthreads();
-  for (int w = NUM_THREADS / 2; w > 0; w /= 2) {
-    if (static_cast<int>(threadIdx.x) < w)
-      red[threadIdx.x] = fmaxf(red[threadIdx.x], red[threadIdx.x + w]);
+  // Halving with the odd one out kept: block sizes need not be powers of two
+  // (12 warps, mla_decode.cu.in).
+  for (int n = NUM_THREADS; n > 1; n = (n + 1) / 2) {
+    const int half = (n + 1) / 2;
+    if (static_cast<int>(threadIdx.x) < n - half)
+      red[threadIdx.x] = fmaxf(red[threadIdx.x], red[threadIdx.x + half]);
     __syncthreads();
   }
   if (threadIdx.x == 0)

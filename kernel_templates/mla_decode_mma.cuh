@@ -22,9 +22,13 @@
 
 namespace mla_mma {
 
-constexpr int NUM_THREADS = NUM_WARPS * 32;
+// Twelve warps serve only the sm_90a MXFP4 swap-AB path, which runs instead
+// of this one (mla_decode.cu.in refuses them elsewhere); this file is still
+// compiled beside it, and lays its warps out as for eight.
+constexpr int MMA_WARPS = NUM_WARPS == 12 ? 8 : NUM_WARPS;
+constexpr int NUM_THREADS = MMA_WARPS * 32;
 constexpr int ROW_GROUPS = BLOCK_M / 16;
-constexpr int COL_SPLITS = NUM_WARPS / ROW_GROUPS;
+constexpr int COL_SPLITS = MMA_WARPS / ROW_GROUPS;
 constexpr int S_TOKENS_PER_WARP = BLOCK_N / COL_SPLITS;
 constexpr int S_NTILES = S_TOKENS_PER_WARP / 8;
 constexpr int V_COLS_PER_WARP = HEAD_DIM_V / COL_SPLITS;
@@ -50,7 +54,7 @@ constexpr int KV_BUFFERS = DIRECT_BF16 ? STAGES : 1;
 constexpr bool MX_CONTIGUOUS =
     KV_FORMAT == KV_FORMAT_MXFP4 && (PAGE_SIZE == 0 || PAGE_SIZE % BLOCK_N == 0);
 
-static_assert(BLOCK_M % 16 == 0 && NUM_WARPS % ROW_GROUPS == 0, "row groups must tile the warps");
+static_assert(BLOCK_M % 16 == 0 && MMA_WARPS % ROW_GROUPS == 0, "row groups must tile the warps");
 static_assert(S_TOKENS_PER_WARP % 8 == 0 && S_TOKENS_PER_WARP > 0, "each warp scores n8 tiles");
 static_assert(BLOCK_N % 16 == 0, "P V consumes k16 steps");
 static_assert(V_COLS_PER_WARP % 16 == 0, "V is read as pairs of n8 tiles");
@@ -385,7 +389,7 @@ MLA_INLINE float ConvertQTileToF16(const Smem& sm, float* red) {
     amax = QuadMax(amax);
     if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = amax;
     __syncthreads();
-    for (int w = 0; w < NUM_WARPS; ++w) amax = fmaxf(amax, red[w]);
+    for (int w = 0; w < MMA_WARPS; ++w) amax = fmaxf(amax, red[w]);
   }
   // a8: Q already holds fp8 values (|q| <= 448): f16 as is.
   int e = 0;

@@ -324,9 +324,11 @@ MLA_INLINE void DecodeCta(const MlaDecodeParams& p) {
     }
     __syncthreads();  // the only CTA-wide barrier: the warpgroups part here
     if (threadIdx.x >= NUM_THREADS) {
-      CopyAndConvertTiles(p, sm);
+      if (MX_CONVERTERS == 2) SetMaxRegisters<MX_CONVERTER_REGISTERS, false>();
+      CopyAndConvertTiles(p, sm, threadIdx.x / NUM_THREADS - 1);
       return;
     }
+    if (MX_CONVERTERS == 2) SetMaxRegisters<MX_PRODUCT_REGISTERS, true>();
   }
   const float q_scale = Q_MODE == Q_MODE_FP8 ? QScaleFromAmax(*p.q_amax) : 1.0f;
   int g = 0;

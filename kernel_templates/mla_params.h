@@ -125,7 +125,7 @@ MLA_HOST_DEVICE constexpr int MlaMmaSmemBytes(int kv_format, int block_m, int bl
 MLA_HOST_DEVICE constexpr bool MlaWgmmaEligible(int kv_format, int block_m, int block_n,
                                                 int num_warps) {
   return (block_m == 16 || block_m == 32) && block_n == 64 &&
-         ((kv_format == 0 || kv_format == 1) ? num_warps == 4 : kv_format == 2 && num_warps == 8);
+         ((kv_format == 0 || kv_format == 1) ? num_warps == 4 : kv_format == 2 && (num_warps == 8 || num_warps == 12));
 }
 
 // The 64-row Hopper path (mla_decode_wgmma_rows.cuh) serves sm_90a with fp8 or

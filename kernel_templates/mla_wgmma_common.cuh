@@ -36,6 +36,11 @@ constexpr int RAW_STRIDE = MlaWgmmaTokenStride(KV_FORMAT);
 constexpr int STAGES = NUM_STAGES;
 constexpr int KV_TILES = MX ? 2 : STAGES;  // tiles in the staging layout
 constexpr int MX_STAGE_BYTES = TILE * MlaRawTokenStride(KV_FORMAT);  // 0 unless MXFP4
+// MXFP4: converting warpgroups (one per bf16 tile with 12 warps, else one
+// for both), each with its own share of the raw stages.
+constexpr int MX_CONVERTERS = MX ? (NUM_WARPS == 12 ? 2 : 1) : 0;
+constexpr int MX_STAGES_EACH = MX ? STAGES / MX_CONVERTERS : 0;
+constexpr int MX_SHARE_BLOCKS = HEAD_DIM_QK / 32 / 2;  // scale blocks per converting thread
 constexpr int ROWS_PER_THREAD = N / 4;  // accumulator columns a thread holds
 constexpr int CORE_BYTES = 128;         // one 8 x 16-byte core matrix
 constexpr int STEP_BYTES = N * 32;      // one k16 step of Q^T or P^T
@@ -51,6 +56,8 @@ constexpr int EPILOGUE_STRIDE = HEAD_DIM_V + 4;
 constexpr bool ELIGIBLE = MlaWgmmaEligible(KV_FORMAT, BLOCK_M, BLOCK_N, NUM_WARPS);
 static_assert(!ELIGIBLE || N * EPILOGUE_STRIDE * 4 <= KV_TILES * TILE * RAW_STRIDE,
               "the staged output fits the KV stages");
+static_assert(!ELIGIBLE || !MX || (MX_STAGES_EACH >= 1 && STAGES % MX_CONVERTERS == 0),
+              "each converting warpgroup has the same number of raw stages");
 
 struct Smem {
   u8* q;       // [K_STEPS][N/8][2][8][8] f16/bf16: Q^T in core matrices
@@ -96,6 +103,24 @@ MLA_INLINE bool SyncMmaOr(bool x) {
       : "r"(static_cast<u32>(x))
       : "memory");
   return any != 0;
+}
+// Three warpgroups (MXFP4 with two converting warpgroups) start with 168
+// registers per thread (65536 / 384, rounded down to a multiple of 8), and the
+// CTA owns no more than it got at launch: the converting warpgroups give 40
+// back so that the product warpgroup can take 72 (240 + 2 x 128 <= 3 x 168).
+// setmaxnreg.inc waits until the registers are free: asking for more would
+// hang the CTA.
+constexpr int MX_PRODUCT_REGISTERS = 240;
+constexpr int MX_CONVERTER_REGISTERS = 128;
+static_assert(MX_PRODUCT_REGISTERS + 2 * MX_CONVERTER_REGISTERS <= 3 * 168,
+              "the warpgroups' registers fit what the CTA holds at launch");
+template <int kRegisters, bool kIncrease>
+MLA_INLINE void SetMaxRegisters() {
+  if (kIncrease) {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
+  } else {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
+  }
 }
 MLA_INLINE void MbarInit(u64* bar, int count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(SmemAddr(bar)), "r"(count)

@@ -25,53 +25,66 @@
 
 namespace mla_wgmma {
 
-// The copying warpgroup's own barrier (named barrier 2).
-MLA_INLINE void SyncCopy() { asm volatile("bar.sync 2, 128;\n" ::: "memory"); }
+// A converting warpgroup's own barrier (named barrier 2 + c).
+MLA_INLINE void SyncConverter(int c) {
+  asm volatile("bar.sync %0, 128;\n" ::"r"(2 + c) : "memory");
+}
 
-// MXFP4 stage `stage` (the tile at j0, `valid` tokens) -> the bf16 tile at
-// `dst`, in the bf16 staging layout; tokens at or past `valid` become zeros.
-// Thread `tid` of 128 converts token tid % 64's 32-element scale blocks
-// tid / 64, + 2, + 4, ... (nine, one table each, as the mma.sync path does):
-// a warp reads 32 tokens' records (306 bytes apart); its 16-byte stores meet
-// two to a bank group (the swizzle gives 8 tokens 4 keys; storing them
-// conflict-free measured no faster, RESULTS.md v18). All nine blocks' bytes
-// are loaded before any is converted, so that the loads overlap each other
-// and the conversions have independent work to interleave: converting block
-// by block (each one's loads after the previous one's stores, which the
-// compiler cannot reorder) ran at about one instruction per six cycles per
-// warp (RESULTS.md v18). Records are 2-byte aligned: a block's 16 packed
-// bytes come as five aligned words, realigned by one byte permute per word.
-MLA_INLINE void ConvertMxTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0, int valid,
-                              const u8* stage, u8* dst, int tid) {
-  constexpr int BLOCKS = HEAD_DIM_QK / 32;                 // scale blocks per token: 18
-  constexpr int PER_THREAD = TILE * BLOCKS / NUM_THREADS;  // 9
-  static_assert(NUM_THREADS == 2 * TILE && BLOCKS == 2 * PER_THREAD, "two threads per token");
+// One converting thread's share of a tile as stored: token tid % 64's
+// 32-element scale blocks tid / 64, + 2, + 4, ... (nine), their 16 packed
+// bytes as five aligned words (records are 2-byte aligned; `sel` realigns
+// them by one byte permute per word) and their scale bytes.
+struct MxShare {
+  u32 x[MX_SHARE_BLOCKS][5];
+  u32 scale[MX_SHARE_BLOCKS];
+  u32 sel;
+  bool live;
+};
+
+// Reads this thread's share of stage `stage` (the tile at j0, `valid`
+// tokens) into registers. All nine blocks' bytes are loaded before any is
+// converted (StoreMxShare), so that the loads overlap each other and the
+// conversions have independent work to interleave: converting block by block
+// (each one's loads after the previous one's stores, which the compiler
+// cannot reorder) ran at about one instruction per six cycles per warp
+// (RESULTS.md v18). A warp reads 32 tokens' records, 306 bytes apart.
+MLA_INLINE void LoadMxShare(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0, int valid,
+                            const u8* stage, int tid, MxShare& sh) {
+  static_assert(NUM_THREADS == 2 * TILE && HEAD_DIM_QK / 32 == 2 * MX_SHARE_BLOCKS,
+                "two threads per token");
   const mla_mma::MxTileLayout mx = mla_mma::MxLayoutOf(p, s, j0);
   const int tok = tid % TILE, blk0 = tid / TILE;
   const u8* record = stage + mx.offset + tok * mx.stride;
   const int shift = static_cast<int>(reinterpret_cast<unsigned long long>(record) & 2);
   const u32* words = reinterpret_cast<const u32*>(record - shift);
-  const u32 sel = shift ? 0x5432u : 0x3210u;
-  u32 x[PER_THREAD][5];
-  u32 scale[PER_THREAD];
-  const bool live = tok < valid;
+  sh.sel = shift ? 0x5432u : 0x3210u;
+  sh.live = tok < valid;
 #pragma unroll
-  for (int k = 0; k < PER_THREAD; ++k) {
+  for (int k = 0; k < MX_SHARE_BLOCKS; ++k) {
     const int blk = blk0 + 2 * k;
 #pragma unroll
-    for (int i = 0; i < 5; ++i) x[k][i] = live ? words[4 * blk + i] : 0u;
-    scale[k] = live ? record[MXFP4_PACKED_BYTES + blk] : 0u;
+    for (int i = 0; i < 5; ++i) sh.x[k][i] = sh.live ? words[4 * blk + i] : 0u;
+    sh.scale[k] = sh.live ? record[MXFP4_PACKED_BYTES + blk] : 0u;
   }
+}
+
+// Converts a share (one table per scale block, as the mma.sync path does)
+// into the bf16 tile at `dst`, in the bf16 staging layout; tokens at or past
+// the tile's valid count become zeros. The 16-byte stores meet two to a bank
+// group (the swizzle gives 8 tokens 4 keys; storing them conflict-free
+// measured no faster, RESULTS.md v18).
+MLA_INLINE void StoreMxShare(const MxShare& sh, u8* dst, int tid) {
+  const int tok = tid % TILE, blk0 = tid / TILE;
   u8* row = dst + tok * RAW_STRIDE;
 #pragma unroll
-  for (int k = 0; k < PER_THREAD; ++k) {
+  for (int k = 0; k < MX_SHARE_BLOCKS; ++k) {
     const int blk = blk0 + 2 * k;
     uint4 w[4] = {};
-    if (live) {
-      const MlaMxTable table = mla_mma::MakeMxTable(static_cast<u8>(scale[k]));
+    if (sh.live) {
+      const MlaMxTable table = mla_mma::MakeMxTable(static_cast<u8>(sh.scale[k]));
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        const MlaMxWords m = MlaMxToBf16x8(MlaPrmt(x[k][i], x[k][i + 1], sel), table);
+        const MlaMxWords m = MlaMxToBf16x8(MlaPrmt(sh.x[k][i], sh.x[k][i + 1], sh.sel), table);
         w[i] = make_uint4(m.w[0], m.w[1], m.w[2], m.w[3]);
       }
     }
@@ -82,42 +95,55 @@ MLA_INLINE void ConvertMxTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int
   }
 }
 
-// The copying warpgroup's whole run (threads NUM_THREADS .. 2 NUM_THREADS - 1).
-MLA_INLINE void CopyAndConvertTiles(const MlaDecodeParams& p, const Smem& sm) {
-  const int tid = threadIdx.x - NUM_THREADS;
+// Converting warpgroup c's whole run (threads 128 (c + 1) .. 128 (c + 2) - 1).
+// It serves the bf16 tile uses g with MxBuffer(g) == c (every use when there
+// is one converter): per work item, the tiles t with MxBuffer(g0 + t) == c,
+// g0 the item's first use. Its MX_STAGES_EACH raw stages hold its next tiles
+// in flight; a stage is copied into again as soon as every thread has read
+// its share into registers, before converting it.
+MLA_INLINE void CopyAndConvertTiles(const MlaDecodeParams& p, const Smem& sm, int c) {
+  const int tid = threadIdx.x - NUM_THREADS * (c + 1);
+  u8* const stages = sm.mx + c * MX_STAGES_EACH * MX_STAGE_BYTES;
   int g = 0;
   ForEachWorkItem(p, [&](const MlaWorkItem& item, const MlaSeqInfo& s, const MlaWorkItem& next,
                          MlaSeqInfo& next_seq) {
     next_seq = LoadSeq(p, next.seq);
     const ItemRange r = RangeOf(item, s);
-    auto issue = [&](int t) {
-      const int j0 = r.kv_lo + t * TILE;
-      mla_mma::IssueMxTile(p, s, j0, min(TILE, r.kv_hi - j0), sm.mx + (t % STAGES) * MX_STAGE_BYTES,
-                           tid, NUM_THREADS);
+    // This converter's k-th tile of the item and where its raw copy goes.
+    const int t0 = MX_CONVERTERS == 1 ? 0 : (c - g) & 1;
+    auto tile = [&](int k) { return t0 + k * MX_CONVERTERS; };
+    auto issue = [&](int k) {
+      const int j0 = r.kv_lo + tile(k) * TILE;
+      mla_mma::IssueMxTile(p, s, j0, min(TILE, r.kv_hi - j0),
+                           stages + (k % MX_STAGES_EACH) * MX_STAGE_BYTES, tid, NUM_THREADS);
     };
-    SyncCopy();  // every thread is done converting the previous item's stages
+    SyncConverter(c);  // every thread has read its shares of the previous item's stages
 #pragma unroll
-    for (int st = 0; st < STAGES - 1; ++st) {
-      if (st < r.num_tiles) issue(st);
+    for (int k = 0; k < MX_STAGES_EACH; ++k) {
+      if (tile(k) < r.num_tiles) issue(k);
       CpAsyncCommit();
     }
-    for (int t = 0; t < r.num_tiles; ++t) {
-      CpAsyncWait<STAGES - 2>();
-      SyncCopy();  // stage t landed everywhere; stage t - 1 is converted
-      if (t + STAGES - 1 < r.num_tiles) issue(t + STAGES - 1);
+    for (int k = 0; tile(k) < r.num_tiles; ++k) {
+      const int t = tile(k), j0 = r.kv_lo + t * TILE;
+      CpAsyncWait<MX_STAGES_EACH - 1>();
+      SyncConverter(c);  // stage k landed everywhere
+      MxShare sh;
+      LoadMxShare(p, s, j0, r.kv_hi - j0, stages + (k % MX_STAGES_EACH) * MX_STAGE_BYTES, tid, sh);
+      SyncConverter(c);  // every share of stage k is in registers
+      if (tile(k + MX_STAGES_EACH) < r.num_tiles) issue(k + MX_STAGES_EACH);
       CpAsyncCommit();
-      const int b = MxBuffer(g);
-      MbarWait(&sm.empty[b], MxParity(g) ^ 1u);  // the first round passes at once
-      const int j0 = r.kv_lo + t * TILE;
-      ConvertMxTile(p, s, j0, r.kv_hi - j0, sm.mx + (t % STAGES) * MX_STAGE_BYTES,
-                    sm.raw + b * TILE * RAW_STRIDE, tid);
+      const int u = g + t, b = MxBuffer(u);  // b == c with two converters
+      MbarWait(&sm.empty[b], MxParity(u) ^ 1u);  // the first round passes at once
+      StoreMxShare(sh, sm.raw + b * TILE * RAW_STRIDE, tid);
       MbarArrive(&sm.full[b]);
-      ++g;
     }
     // The epilogue's use: the tile is handed over as it is.
-    MbarWait(&sm.empty[MxBuffer(g)], MxParity(g) ^ 1u);
-    MbarArrive(&sm.full[MxBuffer(g)]);
-    ++g;
+    const int u = g + r.num_tiles;
+    if (MxBuffer(u) == c || MX_CONVERTERS == 1) {
+      MbarWait(&sm.empty[MxBuffer(u)], MxParity(u) ^ 1u);
+      MbarArrive(&sm.full[MxBuffer(u)]);
+    }
+    g = u + 1;
   });
 }
 

@@ -108,15 +108,19 @@ TileShape ChooseTiles(const std::string& arch, int rows_per_sequence, KvFormat k
   if (arch == "sm_90a" && (kv_format != KvFormat::kMxfp4 || rows_per_sequence <= 32)) {
     // Warpgroup MMA with the KV tile as M (mla_decode_wgmma.cuh): one 4-warp
     // CTA per tile of 16 or 32 query rows. Two stages: fp8 then fits two CTAs
-    // per SM. MXFP4 adds a warpgroup that converts tiles to bf16 (two bf16
-    // tiles of 72 KB: one CTA per SM) and takes as many raw stages as fit.
+    // per SM. MXFP4 adds warpgroups that convert tiles to bf16 (two bf16
+    // tiles of 72 KB: one CTA per SM): two, one per bf16 tile with a raw stage
+    // each, for 16-row tiles; one, with as many raw stages as fit (2), for
+    // 32-row tiles, whose 240 registers would spill (H200, RESULTS.md v19:
+    // (128,1,8192,16) 16-row tiles 414 -> 316 us with two; (32,1,1024,32)
+    // 32-row tiles 29.3 us with one, 30.9 with two).
     const bool mxfp4 = kv_format == KvFormat::kMxfp4;
     auto shape = [&](int block_m) {
       t.block_m = block_m;
       t.block_n = 64;
-      t.num_warps = mxfp4 ? 8 : 4;
+      t.num_warps = !mxfp4 ? 4 : block_m == 16 ? 12 : 8;
       t.num_stages = 2;
-      while (mxfp4 && t.num_stages < 4 &&
+      while (mxfp4 && block_m == 32 && t.num_stages < 4 &&
              MlaWgmmaSmemBytes(2, block_m, t.num_stages + 1) <= MaxDynamicSharedMemory(arch)) {
         ++t.num_stages;
       }
@@ -128,7 +132,10 @@ TileShape ChooseTiles(const std::string& arch, int rows_per_sequence, KvFormat k
     // wide units per SM, 3 for each of fp8's two CTAs; bf16, one CTA per SM,
     // takes the same (H200, RESULTS.md v17: bf16 (32,1,1024,32), 3.9 units
     // per SM, 16-row tiles 28.2 against 29.3 us in three alternating rounds).
-    if (t.block_m == 32 && rows_per_sequence <= 32 && SmallBatchPerSm(work, 6)) {
+    // MXFP4 converts each KV tile once per row tile, which halves 16-row
+    // tiles' worth: 2 wide units per SM (v19: 32-row tiles 29.3 against 33.3
+    // us at 3.9 units per SM, 20.4 against 16.9 at 0.5 units per SM).
+    if (t.block_m == 32 && rows_per_sequence <= 32 && SmallBatchPerSm(work, mxfp4 ? 2 : 6)) {
       shape(16);
     }
     return t;
@@ -179,16 +186,21 @@ TileShape ChooseTiles(const std::string& arch, int rows_per_sequence, KvFormat k
 absl::Status CheckTileShape(const std::string& arch, KvFormat kv_format, const TileShape& t) {
   const int m = t.block_m, n = t.block_n, warps = t.num_warps, stages = t.num_stages,
             ctas = t.ctas_per_sm;
-  const bool layout_ok = (m == 16 || m == 32 || m == 64) && (warps == 4 || warps == 8) &&
-                         n % (warps * 4) == 0 &&  // whole copy passes of 8 lanes per token
-                         warps % (m / 16) == 0 && n % 16 == 0 && n > 0 &&
-                         (n / (warps / (m / 16))) % 8 == 0 &&
-                         (512 / (warps / (m / 16))) % 16 == 0 && stages >= 2 && stages <= 4 &&
-                         ctas >= 1 && ctas <= 4;
+  // Twelve warps: only the swap-AB path's MXFP4 tiles (a product warpgroup
+  // and two converting ones, with an even number of raw stages to share),
+  // one CTA per SM at 168 registers per thread.
+  const bool twelve = warps == 12 && RunsWgmmaPath(arch, kv_format, m, n, warps) &&
+                      stages % 2 == 0 && stages <= 4 && ctas == 1;
+  const bool layout_ok =
+      twelve || ((m == 16 || m == 32 || m == 64) && (warps == 4 || warps == 8) &&
+                 n % (warps * 4) == 0 &&  // whole copy passes of 8 lanes per token
+                 warps % (m / 16) == 0 && n % 16 == 0 && n > 0 &&
+                 (n / (warps / (m / 16))) % 8 == 0 && (512 / (warps / (m / 16))) % 16 == 0 &&
+                 stages >= 2 && stages <= 4 && ctas >= 1 && ctas <= 4);
   const int smem = layout_ok ? DecodeSmemBytes(arch, kv_format, m, n, warps, stages) : 0;
   if (!HasTensorCorePath(arch) || !layout_ok ||
       ctas * (smem + 1024) > MaxDynamicSharedMemory(arch) + 1024 ||
-      ctas * warps * 32 * 255 > 65536) {
+      (!twelve && ctas * warps * 32 * 255 > 65536)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "tiles ", m, "x", n, ", ", warps, " warps, ", stages, " stages, ", ctas,
         " CTAs per SM: not a runnable shape on ", arch, " (", smem,

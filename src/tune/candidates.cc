@@ -14,6 +14,9 @@ struct Tiles {
 // Kernel shapes per path (tile_policy.cc explains each path's use).
 constexpr Tiles kWgmmaTiles[] = {{16, 64, 4}, {32, 64, 4}};
 constexpr Tiles kWgmmaRowsTiles[] = {{64, 64, 8}};
+// MXFP4 with up to 32 rows on sm_90a: the swap-AB tiles with two converting
+// warpgroups (12 warps) or one (8).
+constexpr Tiles kMxfp4WgmmaTiles[] = {{16, 64, 12}, {32, 64, 12}, {16, 64, 8}, {32, 64, 8}};
 constexpr Tiles kMmaTiles[] = {{16, 64, 8}, {16, 32, 4}, {32, 32, 8}, {32, 16, 4},
                                {32, 64, 8}, {64, 64, 8}, {64, 32, 8}};
 
@@ -84,6 +87,8 @@ std::vector<plan::TileShape> Candidates(const std::string& arch, int rows, KvFor
     if (rows > 32) {
       for (const Tiles& s : kWgmmaRowsTiles) add_tiles(s);
     }
+  } else if (arch == "sm_90a" && rows <= 32) {
+    for (const Tiles& s : kMxfp4WgmmaTiles) add_tiles(s);
   } else {
     for (const Tiles& s : kMmaTiles) add_tiles(s);
   }

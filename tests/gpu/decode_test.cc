@@ -157,43 +157,52 @@ bool OnHopper(DecodeHarness& h) {
 
 TEST_F(GpuDecodeTest, Mxfp4TilesOfUpTo32Rows) {
   // MXFP4 with at most 32 rows per sequence on Hopper (tile_policy.cc): the
-  // swap-AB path with a converting warpgroup, 32-row tiles, or 16 below 6
-  // wide units per SM (fixed lengths: 1008 and 500 wide units against 792 on
-  // 132 SMs); every page size; 8011 tokens end in a part tile and split.
+  // swap-AB path, 32-row tiles with one converting warpgroup (8 warps), or
+  // 16-row tiles with two (12 warps) for up to 16 rows and below 2 wide units
+  // per SM (fixed lengths: 1008, 504 and 252 wide units against 264 on 132
+  // SMs); every page size; 8011 tokens end in a part tile and split.
   // Elsewhere the mma.sync path's 32 x 32 tiles.
   struct Case {
     Shape shape;
     bool fixed;
     int hopper_rows;
   };
-  for (const Case& k : {Case{{32, 1, 8011, 8, 0}, true, 32}, Case{{32, 1, 8011, 4, 0}, true, 16},
-                        Case{{16, 2, 3000, 4, 64}, false, 16}, Case{{16, 2, 8011, 8, 1}, true, 32},
-                        Case{{32, 1, 700, 6, 16}, false, 16}}) {
+  for (const Case& k : {Case{{32, 1, 8011, 8, 0}, true, 32}, Case{{32, 1, 8011, 4, 0}, true, 32},
+                        Case{{32, 1, 8011, 2, 0}, true, 16}, Case{{16, 2, 3000, 4, 64}, false, 16},
+                        Case{{16, 2, 8011, 8, 1}, true, 32}, Case{{32, 1, 700, 6, 16}, false, 16}}) {
     BatchConfig c = WithShape(KvFormat::kMxfp4, QMode::kBf16, k.shape);
     if (k.fixed) c.lengths = LengthDistribution::kFixed;
     const std::string plan = ExpectMatchesAndDescribe(*harness_, c);
     if (OnHopper(*harness_)) {
       EXPECT_EQ(IntField(plan, "block_m"), k.hopper_rows) << plan;
       EXPECT_EQ(IntField(plan, "block_n"), 64) << plan;
-      EXPECT_EQ(IntField(plan, "num_warps"), 8) << plan;
+      EXPECT_EQ(IntField(plan, "num_warps"), k.hopper_rows == 16 ? 12 : 8) << plan;
     }
   }
 }
 
 TEST_F(GpuDecodeTest, Mxfp4SwapAbTilesEveryPageSizeAndQMode) {
-  // The converting warpgroup's every branch: pages of 1 and 16 tokens
+  // The converting warpgroups' every branch: pages of 1 and 16 tokens
   // (records copied one by one), 64 and flat (one run per tile); both Q
-  // modes; 16- and 32-row tiles at 2 and 3 raw stages; part tiles, empty
-  // sequences, and sequences split over CTAs. (Other architectures run the
-  // same tile shapes on the mma.sync path.)
-  for (const char* tiles : {"16,64,8,3,1", "32,64,8,2,1", "16,64,8,2,1"}) {
-    ScopedEnv env("MLAJIT_TILES", tiles);
+  // modes; 16- and 32-row tiles with one converting warpgroup (8 warps, 2 and
+  // 3 raw stages) or two (12 warps, one raw stage each); part tiles,
+  // empty sequences, and sequences split over CTAs. (Other architectures run
+  // the 8-warp shapes on the mma.sync path and refuse the 12-warp ones.)
+  struct Forced {
+    const char* tiles;
+    int warps;
+  };
+  for (const Forced& f : {Forced{"16,64,8,3,1", 8}, Forced{"32,64,8,2,1", 8},
+                          Forced{"16,64,8,2,1", 8}, Forced{"16,64,12,2,1", 12},
+                          Forced{"32,64,12,2,1", 12}}) {
+    if (f.warps == 12 && !OnHopper(*harness_)) continue;
+    ScopedEnv env("MLAJIT_TILES", f.tiles);
     for (int page : {1, 16, 64, 0}) {
       for (QMode m : {QMode::kBf16, QMode::kFp8}) {
         BatchConfig c = WithShape(KvFormat::kMxfp4, m, Shape{16, 2, 5000, 5, page});
         c.zero_length_fraction = 0.2;
         const std::string plan = ExpectMatchesAndDescribe(*harness_, c);
-        EXPECT_EQ(IntField(plan, "num_warps"), 8) << plan;
+        EXPECT_EQ(IntField(plan, "num_warps"), f.warps) << plan;
       }
     }
   }

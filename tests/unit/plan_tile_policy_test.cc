@@ -46,7 +46,7 @@ TEST(TilePolicy, FitsSharedMemoryOfEachArchitecture) {
           if (f == KvFormat::kFp8E4m3) {
             EXPECT_EQ(t.ctas_per_sm, 2);
           }
-          EXPECT_EQ(t.num_warps, f == KvFormat::kMxfp4 ? 8 : 4);
+          EXPECT_EQ(t.num_warps, f != KvFormat::kMxfp4 ? 4 : t.block_m == 16 ? 12 : 8);
           if (f == KvFormat::kMxfp4) {
             EXPECT_EQ(t.ctas_per_sm, 1);
           }
@@ -166,11 +166,12 @@ TEST(TilePolicy, SmallBatchesTakeNarrowRowTilesOnTheWgmmaPath) {
 }
 
 TEST(TilePolicy, Mxfp4UpTo32RowsOnHopperTakeSwapAbTiles) {
-  // Every page size: the swap-AB path with a converting warpgroup (8 warps),
-  // 16 or 32 rows per tile (16 below 6 wide units per SM, as for bf16), one
-  // CTA per SM, as many raw stages as fit (3 for 16 rows, 2 for 32).
+  // Every page size: the swap-AB path with converting warpgroups, one CTA per
+  // SM: 16-row tiles with two (12 warps, a raw stage each), 32-row tiles with
+  // one (8 warps, as many raw stages as fit: 2); 16 rows below 2 wide units
+  // per SM.
   const BatchWork small{4 * 16, 132}, large{32 * 16, 132};  // (4|32,1,1024,32)
-  const BatchWork edge_below{6 * 132 - 1, 132}, edge{6 * 132, 132};
+  const BatchWork edge_below{2 * 132 - 1, 132}, edge{2 * 132, 132};
   for (int page : {0, 1, 16, 64, 128}) {
     for (int rows : {1, 16, 17, 32}) {
       for (const BatchWork* w : {&small, &large, &edge_below, &edge,
@@ -178,13 +179,16 @@ TEST(TilePolicy, Mxfp4UpTo32RowsOnHopperTakeSwapAbTiles) {
         const TileShape t = ChooseTiles("sm_90a", rows, KvFormat::kMxfp4, w, page);
         EXPECT_TRUE(RunsWgmmaPath("sm_90a", KvFormat::kMxfp4, t.block_m, t.block_n, t.num_warps))
             << page << " " << rows;
-        const bool small_batch = w != nullptr && w != &edge;
+        const bool small_batch = w == &small || w == &edge_below;
         EXPECT_EQ(t.block_m, rows <= 16 || small_batch ? 16 : 32) << page << " " << rows;
-        EXPECT_EQ(t.num_warps, 8);
-        EXPECT_EQ(t.num_stages, t.block_m == 16 ? 3 : 2);
+        EXPECT_EQ(t.num_warps, t.block_m == 16 ? 12 : 8);
+        EXPECT_EQ(t.num_stages, 2);
         EXPECT_EQ(t.ctas_per_sm, 1);
         EXPECT_EQ(t.smem_bytes, MlaWgmmaSmemBytes(2, t.block_m, t.num_stages));
-        EXPECT_GT(MlaWgmmaSmemBytes(2, t.block_m, t.num_stages + 1),
+        EXPECT_TRUE(CheckTileShape("sm_90a", KvFormat::kMxfp4, t).ok());
+        // The most raw stages that fit (two converting warpgroups share them evenly).
+        const int more = t.num_warps == 12 ? 2 : 1;
+        EXPECT_GT(MlaWgmmaSmemBytes(2, t.block_m, t.num_stages + more),
                   MaxDynamicSharedMemory("sm_90a"));
       }
     }
@@ -193,10 +197,36 @@ TEST(TilePolicy, Mxfp4UpTo32RowsOnHopperTakeSwapAbTiles) {
   // keep their paths.
   EXPECT_FALSE(MlaWgmmaEligible(2, 32, 64, 4));
   EXPECT_FALSE(MlaWgmmaEligible(1, 32, 64, 8));
+  EXPECT_FALSE(MlaWgmmaEligible(1, 16, 64, 12));
+  EXPECT_FALSE(MlaWgmmaEligible(2, 64, 64, 12));
   const TileShape tall = ChooseTiles("sm_90a", 64, KvFormat::kMxfp4);
   EXPECT_FALSE(RunsWgmmaPath("sm_90a", KvFormat::kMxfp4, tall.block_m, tall.block_n,
                              tall.num_warps));
   EXPECT_EQ(ChooseTiles("sm_80", 32, KvFormat::kMxfp4, &large).block_n, 32);
+}
+
+TEST(TilePolicy, TwelveWarpsOnlyForHopperMxfp4SwapAbTiles) {
+  // A product warpgroup and two converting ones: sm_90a MXFP4 tiles of 16 or
+  // 32 rows, one CTA per SM, raw stages shared evenly.
+  auto shape = [](int m, int stages, int ctas) {
+    TileShape t;
+    t.block_m = m;
+    t.block_n = 64;
+    t.num_warps = 12;
+    t.num_stages = stages;
+    t.ctas_per_sm = ctas;
+    return t;
+  };
+  EXPECT_TRUE(CheckTileShape("sm_90a", KvFormat::kMxfp4, shape(16, 2, 1)).ok());
+  EXPECT_TRUE(CheckTileShape("sm_90a", KvFormat::kMxfp4, shape(32, 2, 1)).ok());
+  EXPECT_FALSE(CheckTileShape("sm_90a", KvFormat::kMxfp4, shape(16, 3, 1)).ok());  // odd
+  EXPECT_FALSE(CheckTileShape("sm_90a", KvFormat::kMxfp4, shape(16, 4, 1)).ok());  // too big
+  EXPECT_FALSE(CheckTileShape("sm_90a", KvFormat::kMxfp4, shape(16, 2, 2)).ok());
+  EXPECT_FALSE(CheckTileShape("sm_90a", KvFormat::kMxfp4, shape(64, 2, 1)).ok());
+  EXPECT_FALSE(CheckTileShape("sm_90a", KvFormat::kFp8E4m3, shape(16, 2, 1)).ok());
+  EXPECT_FALSE(CheckTileShape("sm_90a", KvFormat::kBf16, shape(16, 2, 1)).ok());
+  EXPECT_FALSE(CheckTileShape("sm_80", KvFormat::kMxfp4, shape(16, 2, 1)).ok());
+  EXPECT_FALSE(CheckTileShape("sm_100a", KvFormat::kMxfp4, shape(16, 2, 1)).ok());
 }
 
 TEST(TilePolicy, ShippedManifestsMatchThePolicy) {
