@@ -186,7 +186,7 @@ MLA_INLINE void LoadQTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int row
 
 // MXFP4: starts loading the `valid` tokens j0.. of a BLOCK_N-token tile into
 // `stage` (BLOCK_N x RAW_STRIDE bytes), by `threads` threads, this one `tid`.
-// Also used by the sm_90a swap-AB path's copying warpgroup (mla_wgmma_mxfp4.cuh).
+// Also used by the sm_90a swap-AB path's converting warpgroups (mla_wgmma_mxfp4.cuh).
 MLA_INLINE void IssueMxTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0, int valid,
                             u8* stage, int tid, int threads) {
   const u8* kv = static_cast<const u8*>(p.kv);

@@ -1,7 +1,7 @@
 // Hopper (sm_90a) MLA decode path: warpgroup MMA with the KV tile as the M
 // operand ("swap AB"), for tiles of 16 or 32 query rows. fp8 and bf16 tiles
-// are read as stored; MXFP4 tiles are converted to bf16 by a second
-// warpgroup (mla_wgmma_mxfp4.cuh) and then read like bf16 ones.
+// are read as stored; MXFP4 tiles are converted to bf16 by one or two more
+// warpgroups (mla_wgmma_mxfp4.cuh) and then read like bf16 ones.
 //
 // Decode has few query rows per sequence (heads x q_len: 16..32 for most
 // DeepSeek deployments) and many KV tokens. wgmma's M is at least 64, so
@@ -97,7 +97,7 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
   for (int t = 0; t < num_tiles; ++t) {
     const int buf = MX ? MxBuffer(g) : t % STAGES;
     if (MX) {
-      MbarWait(&sm.full[buf], MxParity(g));  // converted by the copying warpgroup
+      MbarWait(&sm.full[buf], MxParity(g));  // converted by a converting warpgroup
     } else {
       CpAsyncWait<STAGES - 2>();
     }

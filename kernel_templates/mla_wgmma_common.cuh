@@ -21,9 +21,9 @@ constexpr int NUM_THREADS = 128;  // the warpgroup that runs the products
 constexpr int N = BLOCK_M;  // query rows per tile: the wgmma N
 constexpr int TILE = 64;    // KV tokens per tile: the wgmma M
 constexpr bool FP8 = KV_FORMAT == KV_FORMAT_FP8;
-// MXFP4 (mla_wgmma_mxfp4.cuh): a second warpgroup copies tiles as stored
-// into their own stages (the mma.sync path's staging, MX_STAGE_BYTES each) and
-// converts each once into one of two bf16 tiles in the bf16 staging layout;
+// MXFP4 (mla_wgmma_mxfp4.cuh): one or two more warpgroups copy tiles as
+// stored into their own stages (the mma.sync path's staging, MX_STAGE_BYTES
+// each) and convert each once into one of two bf16 tiles in the bf16 staging layout;
 // the first warpgroup runs both products on those as for bf16 KV (the layout
 // maps treat MXFP4 as bf16).
 constexpr bool MX = KV_FORMAT == KV_FORMAT_MXFP4;
@@ -84,7 +84,7 @@ MLA_INLINE Smem CarveSmem(u8* base) {
 // ---- barriers ---------------------------------------------------------------
 
 // The product warpgroup's barrier: the whole CTA, except for MXFP4, where
-// the copying warpgroup runs apart (named barrier 1 over 128 threads).
+// the converting warpgroups run apart (named barrier 1 over 128 threads).
 MLA_INLINE void SyncMma() {
   if (MX) {
     asm volatile("bar.sync 1, 128;\n" ::: "memory");

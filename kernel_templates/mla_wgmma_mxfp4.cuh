@@ -1,5 +1,5 @@
-// MXFP4 on the sm_90a swap-AB path (mla_decode_wgmma.cuh): the CTA's second
-// warpgroup turns tiles as stored into bf16 tiles that the first warpgroup's
+// MXFP4 on the sm_90a swap-AB path (mla_decode_wgmma.cuh): converting
+// warpgroups turn tiles as stored into bf16 tiles that the first warpgroup's
 // products read exactly as they read bf16 KV.
 //
 // Hopper has no 4-bit MMA, and MXFP4 costs about two instructions per element
@@ -7,16 +7,20 @@
 // once per tile, took (128,1,8192,16) from 487 us (the mma.sync path) to 570:
 // with one CTA per SM (a bf16 tile is 72 KB) nothing overlapped the
 // conversion (tools/bench/RESULTS.md v18). Here the conversion of tile t + 1
-// runs beside the products of tile t, in another warpgroup.
+// runs beside the products of tile t, in other warpgroups: one (8 warps,
+// 32-row tiles) or two (12 warps, 16-row tiles; one warpgroup converting
+// at one instruction per six cycles per warp was the bound, v18, v19).
 //
-// The copying warpgroup (threads 128..255) runs the CTA's work items in the
-// same order as the product warpgroup. Per item it copies raw tiles STAGES - 1
-// ahead (mla_mma::IssueMxTile: one cp.async run per tile where tiles are runs
-// of records, token by token otherwise) and converts each into bf16 tile
-// g % 2, g counting tile uses over the CTA (MxBuffer). Two mbarriers per bf16
-// tile hand it over: `full` when converted, `empty` when its products are
-// done. Each item also takes one use without a tile: its epilogue stages the
-// output rows in that bf16 tile, while the next item's first tile is
+// A converting warpgroup (threads 128 (c + 1) .. 128 (c + 2) - 1) runs the
+// CTA's work items in the same order as the product warpgroup and serves the
+// bf16 tile uses g (counted over the CTA) with MxBuffer(g) == c, every use
+// when it is alone. Per tile it reads its share of the raw stage into
+// registers, copies a later tile into that stage (mla_mma::IssueMxTile: one
+// cp.async run per tile where tiles are runs of records, token by token
+// otherwise), and converts the share into bf16 tile g % 2. Two mbarriers per
+// bf16 tile hand it over: `full` when converted, `empty` when its products
+// are done. Each item also takes one use without a tile: its epilogue stages
+// the output rows in that bf16 tile, while the next item's first tile is
 // converted into the other.
 #ifndef MLAJIT_KERNEL_TEMPLATES_MLA_WGMMA_MXFP4_CUH_
 #define MLAJIT_KERNEL_TEMPLATES_MLA_WGMMA_MXFP4_CUH_
@@ -70,27 +74,36 @@ MLA_INLINE void LoadMxShare(const MlaDecodeParams& p, const MlaSeqInfo& s, int j
 
 // Converts a share (one table per scale block, as the mma.sync path does)
 // into the bf16 tile at `dst`, in the bf16 staging layout; tokens at or past
-// the tile's valid count become zeros. The 16-byte stores meet two to a bank
-// group (the swizzle gives 8 tokens 4 keys; storing them conflict-free
-// measured no faster, RESULTS.md v18).
+// the tile's valid count become zeros. The swizzle keys of 8 consecutive
+// tokens take only 4 values, so tokens 4..7 of each 8 store a block's four
+// chunks in the order 2, 3, 0, 1: a quarter warp's 8 stores then reach 8
+// different bank groups. With two converting warpgroups, where the
+// conversion's arithmetic is no longer the bound, that measured 3 % faster
+// (RESULTS.md v19); with one it measured 2 % slower (v18), and one keeps the
+// plain order.
 MLA_INLINE void StoreMxShare(const MxShare& sh, u8* dst, int tid) {
   const int tok = tid % TILE, blk0 = tid / TILE;
   u8* row = dst + tok * RAW_STRIDE;
+  const int rot = MX_CONVERTERS == 2 && (tok & 4) ? 2 : 0;
 #pragma unroll
   for (int k = 0; k < MX_SHARE_BLOCKS; ++k) {
     const int blk = blk0 + 2 * k;
-    uint4 w[4] = {};
+    uint4 w[4] = {};  // w[i]: chunk 4 blk + (i ^ rot)
     if (sh.live) {
       const MlaMxTable table = mla_mma::MakeMxTable(static_cast<u8>(sh.scale[k]));
+      u32 packed[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) packed[i] = MlaPrmt(sh.x[k][i], sh.x[k][i + 1], sh.sel);
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        const MlaMxWords m = MlaMxToBf16x8(MlaPrmt(sh.x[k][i], sh.x[k][i + 1], sh.sel), table);
+        const MlaMxWords m = MlaMxToBf16x8(rot ? packed[i ^ 2] : packed[i], table);
         w[i] = make_uint4(m.w[0], m.w[1], m.w[2], m.w[3]);
       }
     }
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      *reinterpret_cast<uint4*>(row + MlaWgmmaChunkSlot(KV_FORMAT, tok, 4 * blk + i) * 16) = w[i];
+      *reinterpret_cast<uint4*>(row + MlaWgmmaChunkSlot(KV_FORMAT, tok, 4 * blk + (i ^ rot)) * 16) =
+          w[i];
     }
   }
 }
