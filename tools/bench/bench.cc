@@ -3,6 +3,7 @@
 //   mlajit_bench                       # the 8-case MI355X decode suite, fp8 KV
 //   mlajit_bench --suite all --json results.json
 //   mlajit_bench --suite bf16,mxfp4 --runs 500
+//   mlajit_bench --case 128,2,8192,16,mxfp4   # any shape (custom_case.h)
 //
 // Per case: correctness against the CPU reference (relative L2 error), then the
 // median and min of per-call device-event times over --runs warm calls that
@@ -37,6 +38,7 @@
 #include "mlajit/mlajit.h"
 #include "src/base/mla_types.h"
 #include "src/base/status_macros.h"
+#include "tools/bench/custom_case.h"
 #include "tools/bench/schedule_report.h"
 #include "tools/bench/step_graph.h"
 #include "tools/harness/decode_harness.h"
@@ -381,6 +383,7 @@ void FirstCallCosts(const Case& c) {
 
 int Main(int argc, char** argv) {
   std::string suites = "default", json_path, only;
+  std::vector<BatchConfig> custom;  // --case: run these instead of the suites
   int runs = 300;
   int step_layers = 0;  // > 0: also time a captured step of that many layers per case
   std::string schedule_target;  // non-empty: print host schedules, no GPU
@@ -397,6 +400,13 @@ int Main(int argc, char** argv) {
       runs = std::max(1, std::atoi(next().c_str()));
     } else if (a == "--only") {
       only = next();
+    } else if (a == "--case") {
+      absl::StatusOr<BatchConfig> c = ParseCustomCase(next());
+      if (!c.ok()) {
+        std::fprintf(stderr, "mlajit_bench: %s\n", std::string(c.status().message()).c_str());
+        return 2;
+      }
+      custom.push_back(*c);
     } else if (a == "--no-check") {
       check = false;
     } else if (a == "--tune") {
@@ -413,6 +423,9 @@ int Main(int argc, char** argv) {
       std::printf(
           "usage: mlajit_bench [--suite default|bf16|a8|mxfp4|paged64|paged1|heads128|skewed|all[,..]]\n"
           "                    [--runs N] [--json FILE] [--no-check] [--only CASE_SUBSTRING]\n"
+          "                    [--case B,Q_LEN,KV_LEN,HEADS[,FORMAT[,PAGE[,a8]]]]...  (these\n"
+          "                                shapes instead of the suites; FORMAT bf16,\n"
+          "                                fp8_e4m3 or mxfp4; PAGE 0 = flat)\n"
           "                    [--tune]   (mlajit_tune each case first; the timed plans then\n"
           "                                use the recorded shapes)\n"
           "                    [--step-layers L]   (also: a device-planned step of L decode\n"
@@ -427,7 +440,8 @@ int Main(int argc, char** argv) {
   }
   if (suites == "all") suites = "default,bf16,a8,mxfp4,paged64,paged1,heads128,skewed";
   std::vector<Case> cases;
-  for (absl::string_view s : absl::StrSplit(suites, ',')) {
+  for (const BatchConfig& c : custom) cases.push_back({"custom", c});
+  for (absl::string_view s : absl::StrSplit(custom.empty() ? suites : "", ',', absl::SkipEmpty())) {
     auto more = SuiteCases(std::string(s));
     if (more.empty()) {
       std::fprintf(stderr, "mlajit_bench: unknown suite '%s'\n", std::string(s).c_str());

@@ -1,0 +1,80 @@
+#include "tools/bench/custom_case.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "src/base/mla_types.h"
+
+namespace mlajit::bench {
+namespace {
+
+absl::Status Bad(absl::string_view spec, absl::string_view field, absl::string_view value,
+                 absl::string_view expected) {
+  return absl::InvalidArgumentError(absl::StrCat("--case \"", spec, "\": ", field, "=\"", value,
+                                                 "\": expected ", expected));
+}
+
+// `text` as an integer in [lo, hi], else an error naming `field`.
+absl::StatusOr<int> Field(absl::string_view spec, absl::string_view field, absl::string_view text,
+                          int lo, int hi) {
+  int v = 0;
+  if (!absl::SimpleAtoi(text, &v) || v < lo || v > hi) {
+    return Bad(spec, field, text, absl::StrCat("an integer in ", lo, "..", hi));
+  }
+  return v;
+}
+
+}  // namespace
+
+absl::StatusOr<reference::BatchConfig> ParseCustomCase(absl::string_view spec) {
+  const std::vector<absl::string_view> f = absl::StrSplit(spec, ',');
+  if (f.size() < 4 || f.size() > 7) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--case \"", spec, "\": ", f.size(),
+                     " fields; expected BATCH,Q_LEN,KV_LEN,HEADS[,FORMAT[,PAGE[,a8]]]"));
+  }
+  reference::BatchConfig c;
+  // The limits keep a case's host-side reference and inputs to a few GB.
+  auto batch = Field(spec, "BATCH", f[0], 1, 4096);
+  auto q_len = Field(spec, "Q_LEN", f[1], 1, kMaxQLen);
+  auto kv_len = Field(spec, "KV_LEN", f[2], 1, 1 << 20);
+  auto heads = Field(spec, "HEADS", f[3], 1, kMaxHeads);
+  for (const auto* v : {&batch, &q_len, &kv_len, &heads}) {
+    if (!v->ok()) return v->status();
+  }
+  c.batch_size = *batch;
+  c.q_len = *q_len;
+  c.kv_len = *kv_len;
+  c.num_heads = *heads;
+  c.kv_format = KvFormat::kFp8E4m3;
+  if (f.size() > 4) {
+    if (f[4] == "bf16") {
+      c.kv_format = KvFormat::kBf16;
+    } else if (f[4] == "fp8_e4m3" || f[4] == "fp8") {
+      c.kv_format = KvFormat::kFp8E4m3;
+    } else if (f[4] == "mxfp4") {
+      c.kv_format = KvFormat::kMxfp4;
+    } else {
+      return Bad(spec, "FORMAT", f[4], "bf16, fp8_e4m3 (or fp8) or mxfp4");
+    }
+  }
+  if (f.size() > 5) {
+    int page = -1;
+    if (!absl::SimpleAtoi(f[5], &page) || !IsValidPageSize(page)) {
+      return Bad(spec, "PAGE", f[5], "0 (flat), 1, 16, 32, 64 or 128");
+    }
+    c.page_size = page;
+  }
+  if (f.size() > 6) {
+    if (f[6] != "a8") return Bad(spec, "Q mode", f[6], "a8 (Q quantised to fp8) or nothing");
+    c.q_mode = QMode::kFp8;
+  }
+  c.lengths = reference::LengthDistribution::kFixed;
+  c.seed = 1234;
+  return c;
+}
+
+}  // namespace mlajit::bench
