@@ -72,8 +72,13 @@ bool SameTiles(const jit::KernelSpec& spec, const TileShape& t) {
          spec.num_warps == t.num_warps && spec.num_stages == t.num_stages;
 }
 
-// Every spec is a shape the policy picks, for a large batch or (wgmma path) a
-// small one, and every shape the policy can pick for a row count is there.
+// A batch between the policy's thresholds (4 wide units per SM), for shapes
+// that a rule between them may pick.
+constexpr BatchWork kMediumBatch{4 * 132, 132};
+
+// Every spec is a shape the policy picks, for a large, a medium or (wgmma
+// path) a small batch, and every shape the policy can pick for a row count is
+// there.
 void CheckManifest(const std::string& path) {
   std::ifstream in(path);
   ASSERT_TRUE(in) << "cannot read " << path;
@@ -91,7 +96,10 @@ void CheckManifest(const std::string& path) {
     const BatchWork tiny{/*wide_units=*/1, /*sm_count=*/132};
     const TileShape small =
         ChooseTiles(spec->arch, rows, spec->kv_format, &tiny, spec->page_size);
-    EXPECT_TRUE(SameTiles(*spec, large) || SameTiles(*spec, small)) << line;
+    const TileShape medium =
+        ChooseTiles(spec->arch, rows, spec->kv_format, &kMediumBatch, spec->page_size);
+    EXPECT_TRUE(SameTiles(*spec, large) || SameTiles(*spec, medium) || SameTiles(*spec, small))
+        << line;
     seen.insert(jit::SpecToJson(*spec));
     all.push_back(*spec);
     ++specs;
@@ -102,6 +110,7 @@ void CheckManifest(const std::string& path) {
     const BatchWork tiny{1, 132};
     for (const TileShape& t :
          {ChooseTiles(spec.arch, rows, spec.kv_format, nullptr, spec.page_size),
+          ChooseTiles(spec.arch, rows, spec.kv_format, &kMediumBatch, spec.page_size),
           ChooseTiles(spec.arch, rows, spec.kv_format, &tiny, spec.page_size)}) {
       jit::KernelSpec want = spec;
       want.block_m = t.block_m;
@@ -181,7 +190,7 @@ TEST(TilePolicy, Mxfp4UpTo32RowsOnHopperTakeSwapAbTiles) {
             << page << " " << rows;
         const bool small_batch = w == &small || w == &edge_below;
         EXPECT_EQ(t.block_m, rows <= 16 || small_batch ? 16 : 32) << page << " " << rows;
-        EXPECT_EQ(t.num_warps, t.block_m == 16 ? 12 : 8);
+        EXPECT_EQ(t.num_warps, t.block_m == 16 ? 12 : 8) << page << " " << rows;
         EXPECT_EQ(t.num_stages, 2);
         EXPECT_EQ(t.ctas_per_sm, 1);
         EXPECT_EQ(t.smem_bytes, MlaWgmmaSmemBytes(2, t.block_m, t.num_stages));
