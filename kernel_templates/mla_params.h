@@ -120,12 +120,14 @@ MLA_HOST_DEVICE constexpr int MlaMmaSmemBytes(int kv_format, int block_m, int bl
 
 // The Hopper warpgroup-MMA path (mla_decode_wgmma.cuh) serves sm_90a with
 // 64-token tiles and 16 or 32 query rows per tile: one 4-warp warpgroup per
-// CTA for fp8 and bf16 KV, two for MXFP4 (one converts tiles for the other).
-// Host and device decide with this one predicate.
+// CTA for fp8 and bf16 KV; for MXFP4 two or three (8 or 12 warps: one or two
+// convert tiles for the first). Host and device decide with this one predicate.
 MLA_HOST_DEVICE constexpr bool MlaWgmmaEligible(int kv_format, int block_m, int block_n,
                                                 int num_warps) {
   return (block_m == 16 || block_m == 32) && block_n == 64 &&
-         ((kv_format == 0 || kv_format == 1) ? num_warps == 4 : kv_format == 2 && (num_warps == 8 || num_warps == 12));
+         ((kv_format == 0 || kv_format == 1)
+              ? num_warps == 4
+              : kv_format == 2 && (num_warps == 8 || num_warps == 12));
 }
 
 // The 64-row Hopper path (mla_decode_wgmma_rows.cuh) serves sm_90a with fp8 or
