@@ -1,6 +1,7 @@
 #include "tools/bench/custom_case.h"
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -50,16 +51,16 @@ absl::StatusOr<reference::BatchConfig> ParseCustomCase(absl::string_view spec) {
   c.kv_len = *kv_len;
   c.num_heads = *heads;
   c.kv_format = KvFormat::kFp8E4m3;
-  if (f.size() > 4) {
-    if (f[4] == "bf16") {
-      c.kv_format = KvFormat::kBf16;
-    } else if (f[4] == "fp8_e4m3" || f[4] == "fp8") {
-      c.kv_format = KvFormat::kFp8E4m3;
-    } else if (f[4] == "mxfp4") {
-      c.kv_format = KvFormat::kMxfp4;
-    } else {
-      return Bad(spec, "FORMAT", f[4], "bf16, fp8_e4m3 (or fp8) or mxfp4");
+  if (f.size() > 4 && f[4] != "fp8") {  // "fp8": fp8_e4m3 for short
+    const std::string_view name(f[4].data(), f[4].size());
+    bool known = false;
+    for (KvFormat k : {KvFormat::kBf16, KvFormat::kFp8E4m3, KvFormat::kMxfp4}) {
+      if (name == KvFormatName(k)) {
+        c.kv_format = k;
+        known = true;
+      }
     }
+    if (!known) return Bad(spec, "FORMAT", f[4], "bf16, fp8_e4m3 (or fp8) or mxfp4");
   }
   if (f.size() > 5) {
     int page = -1;
