@@ -39,8 +39,11 @@ def tiles(arch, rows, kv, page):
         return [(16, 16, 8, 2)]
     if arch == "sm_90a" and kv == "mxfp4" and rows <= 32:
         # swap-AB warpgroup MMA on tiles converted to bf16 by two warpgroups
-        # (16-row tiles) or one (32-row tiles)
-        return [(16, 64, 12, 2)] if rows <= 16 else [(32, 64, 8, 2), (16, 64, 12, 2)]
+        # (16-row tiles; 32-row tiles of large batches) or one (32-row tiles
+        # of smaller batches)
+        if rows <= 16:
+            return [(16, 64, 12, 2)]
+        return [(32, 64, 12, 2), (32, 64, 8, 2), (16, 64, 12, 2)]
     if arch == "sm_90a" and kv != "mxfp4":  # the warpgroup-MMA paths
         if rows > 32 and kv == "fp8_e4m3" and page == 1:
             return [(32, 64, 4, 2), (64, 64, 8, 2)]  # large and small batches

@@ -110,15 +110,16 @@ TileShape ChooseTiles(const std::string& arch, int rows_per_sequence, KvFormat k
     // CTA per tile of 16 or 32 query rows. Two stages: fp8 then fits two CTAs
     // per SM. MXFP4 adds warpgroups that convert tiles to bf16 (two bf16
     // tiles of 72 KB: one CTA per SM): two, one per bf16 tile with a raw stage
-    // each, for 16-row tiles; one, with two raw stages (a third does not
-    // fit), for 32-row tiles, whose 240 registers would spill (H200, RESULTS.md v19:
-    // (128,1,8192,16) 16-row tiles 414 -> 316 us with two; (32,1,1024,32)
-    // 32-row tiles 29.3 us with one, 30.9 with two).
+    // each, for 16-row tiles (H200, RESULTS.md v19: (128,1,8192,16) 414 ->
+    // 316 us). 32-row tiles, whose product code spills at the 240 registers
+    // that two converting warpgroups leave it, take two only from 16 wide
+    // units per SM, else one with two raw stages (RESULTS.md v20: two won by
+    // 3.4 % at 31 units per SM, tied at 15.5, lost by 2-3 % at 3.9 and 7.8).
     const bool mxfp4 = kv_format == KvFormat::kMxfp4;
     auto shape = [&](int block_m) {
       t.block_m = block_m;
       t.block_n = 64;
-      t.num_warps = !mxfp4 ? 4 : block_m == 16 ? 12 : 8;
+      t.num_warps = !mxfp4 ? 4 : block_m == 16 || !SmallBatchPerSm(work, 16) ? 12 : 8;
       t.num_stages = 2;
       t.smem_bytes = MlaWgmmaSmemBytes(static_cast<int>(kv_format), t.block_m, t.num_stages);
       t.ctas_per_sm = CtasPerSm(arch, t);

@@ -73,8 +73,8 @@ struct BatchWork {
 // (0.2 and 1.9 units per CTA); they tied at 3.9 ((32,4,1024,16)) and lost
 // at 7.8 ((4,4,8192,32): 51.9 -> 56.2 us). MXFP4 with up to 32 rows on
 // sm_90a takes the same path, with warpgroups that convert its tiles to bf16
-// (two for 16-row tiles, one for 32-row tiles: RESULTS.md v18, v19), and
-// the same trade below 2 wide units per SM. `page_size` (0:
+// (two for 16-row tiles; for 32-row tiles two from 16 wide units per SM, else
+// one: RESULTS.md v18-v20), and the same trade below 2 wide units per SM. `page_size` (0:
 // flat): fp8 with page size 1 and more than 32 rows takes the swap-AB path's
 // 32-row tiles instead of the 64-row path unless the batch is small
 // (tile_policy.cc says why).

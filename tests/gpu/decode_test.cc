@@ -157,26 +157,30 @@ bool OnHopper(DecodeHarness& h) {
 
 TEST_F(GpuDecodeTest, Mxfp4TilesOfUpTo32Rows) {
   // MXFP4 with at most 32 rows per sequence on Hopper (tile_policy.cc): the
-  // swap-AB path, 32-row tiles with one converting warpgroup (8 warps), or
-  // 16-row tiles with two (12 warps) for up to 16 rows and below 2 wide units
-  // per SM (fixed lengths: 1008, 504 and 252 wide units against 264 on 132
-  // SMs); every page size; 8011 tokens end in a part tile and split.
-  // Elsewhere the mma.sync path's 32 x 32 tiles.
+  // swap-AB path, 32-row tiles with one converting warpgroup (8 warps) or,
+  // from 16 wide units per SM, two (12 warps), or 16-row tiles with two for
+  // up to 16 rows and below 2 wide units per SM (fixed lengths: 2142, 1008,
+  // 504 and 252 wide units against 2112 and 264 on 132 SMs); every page size;
+  // 8011 tokens end in a part tile and split. Elsewhere the mma.sync path's
+  // 32 x 32 tiles.
   struct Case {
     Shape shape;
     bool fixed;
     int hopper_rows;
+    int hopper_warps;
   };
-  for (const Case& k : {Case{{32, 1, 8011, 8, 0}, true, 32}, Case{{32, 1, 8011, 4, 0}, true, 32},
-                        Case{{32, 1, 8011, 2, 0}, true, 16}, Case{{16, 2, 3000, 4, 64}, false, 16},
-                        Case{{16, 2, 8011, 8, 1}, true, 32}, Case{{32, 1, 700, 6, 16}, false, 16}}) {
+  for (const Case& k :
+       {Case{{32, 1, 8011, 8, 0}, true, 32, 8}, Case{{32, 1, 8011, 4, 0}, true, 32, 8},
+        Case{{32, 1, 8011, 2, 0}, true, 16, 12}, Case{{16, 2, 3000, 4, 64}, false, 16, 12},
+        Case{{16, 2, 8011, 8, 1}, true, 32, 8}, Case{{16, 2, 8011, 17, 64}, true, 32, 12},
+        Case{{32, 1, 700, 6, 16}, false, 16, 12}}) {
     BatchConfig c = WithShape(KvFormat::kMxfp4, QMode::kBf16, k.shape);
     if (k.fixed) c.lengths = LengthDistribution::kFixed;
     const std::string plan = ExpectMatchesAndDescribe(*harness_, c);
     if (OnHopper(*harness_)) {
       EXPECT_EQ(IntField(plan, "block_m"), k.hopper_rows) << plan;
       EXPECT_EQ(IntField(plan, "block_n"), 64) << plan;
-      EXPECT_EQ(IntField(plan, "num_warps"), k.hopper_rows == 16 ? 12 : 8) << plan;
+      EXPECT_EQ(IntField(plan, "num_warps"), k.hopper_warps) << plan;
     }
   }
 }

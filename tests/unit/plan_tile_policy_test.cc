@@ -46,7 +46,9 @@ TEST(TilePolicy, FitsSharedMemoryOfEachArchitecture) {
           if (f == KvFormat::kFp8E4m3) {
             EXPECT_EQ(t.ctas_per_sm, 2);
           }
-          EXPECT_EQ(t.num_warps, f != KvFormat::kMxfp4 ? 4 : t.block_m == 16 ? 12 : 8);
+          // MXFP4: two converting warpgroups (12 warps) for 16-row tiles and,
+          // in plans sized by limits (taken as large batches), 32-row ones.
+          EXPECT_EQ(t.num_warps, f != KvFormat::kMxfp4 ? 4 : 12);
           if (f == KvFormat::kMxfp4) {
             EXPECT_EQ(t.ctas_per_sm, 1);
           }
@@ -177,20 +179,23 @@ TEST(TilePolicy, SmallBatchesTakeNarrowRowTilesOnTheWgmmaPath) {
 TEST(TilePolicy, Mxfp4UpTo32RowsOnHopperTakeSwapAbTiles) {
   // Every page size: the swap-AB path with converting warpgroups, one CTA per
   // SM: 16-row tiles with two (12 warps, a raw stage each), 32-row tiles with
-  // one (8 warps, as many raw stages as fit: 2); 16 rows below 2 wide units
-  // per SM.
+  // two from 16 wide units per SM (and for plans sized by limits), else one
+  // (8 warps, as many raw stages as fit: 2); 16 rows below 2 wide units per
+  // SM.
   const BatchWork small{4 * 16, 132}, large{32 * 16, 132};  // (4|32,1,1024,32)
   const BatchWork edge_below{2 * 132 - 1, 132}, edge{2 * 132, 132};
+  const BatchWork huge_below{16 * 132 - 1, 132}, huge{16 * 132, 132};
   for (int page : {0, 1, 16, 64, 128}) {
     for (int rows : {1, 16, 17, 32}) {
-      for (const BatchWork* w : {&small, &large, &edge_below, &edge,
+      for (const BatchWork* w : {&small, &large, &edge_below, &edge, &huge_below, &huge,
                                  static_cast<const BatchWork*>(nullptr)}) {
         const TileShape t = ChooseTiles("sm_90a", rows, KvFormat::kMxfp4, w, page);
         EXPECT_TRUE(RunsWgmmaPath("sm_90a", KvFormat::kMxfp4, t.block_m, t.block_n, t.num_warps))
             << page << " " << rows;
         const bool small_batch = w == &small || w == &edge_below;
         EXPECT_EQ(t.block_m, rows <= 16 || small_batch ? 16 : 32) << page << " " << rows;
-        EXPECT_EQ(t.num_warps, t.block_m == 16 ? 12 : 8) << page << " " << rows;
+        const bool two_converters = t.block_m == 16 || w == &huge || w == nullptr;
+        EXPECT_EQ(t.num_warps, two_converters ? 12 : 8) << page << " " << rows;
         EXPECT_EQ(t.num_stages, 2);
         EXPECT_EQ(t.ctas_per_sm, 1);
         EXPECT_EQ(t.smem_bytes, MlaWgmmaSmemBytes(2, t.block_m, t.num_stages));
