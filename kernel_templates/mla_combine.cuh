@@ -32,9 +32,11 @@ struct SplitBatch {
   float4 v[B];
 };
 // Splits [k0, k0 + B), all loads issued before any is used; splits past n load
-// nothing (predicated off) and weigh 0. `lse` and `po` point at split 0.
+// nothing (predicated off) and weigh 0. `lse` points at split 0, `e` is the
+// element of split 0's partial_o (mla_common.cuh).
 template <int B>
-MLA_INLINE void LoadSplits(SplitBatch<B>& b, const float* lse, const float* po, int k0, int n) {
+MLA_INLINE void LoadSplits(SplitBatch<B>& b, const float* lse, const float* partial_o, long long e,
+                           int k0, int n) {
   constexpr long long SPLIT_STRIDE = static_cast<long long>(BLOCK_M) * HEAD_DIM_V;
 #pragma unroll
   for (int i = 0; i < B; ++i) {
@@ -43,7 +45,7 @@ MLA_INLINE void LoadSplits(SplitBatch<B>& b, const float* lse, const float* po, 
     b.v[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     if (k < n) {
       b.l[i] = lse[k * BLOCK_M];
-      b.v[i] = *reinterpret_cast<const float4*>(po + k * SPLIT_STRIDE);
+      b.v[i] = LoadPartial4(partial_o, e + k * SPLIT_STRIDE);
     }
   }
 }
@@ -80,15 +82,14 @@ MLA_INLINE void MergeUnit(const MlaDecodeParams& p, const MlaCombineItem& item, 
   const bool row_valid = item.row_start + r < s.q_len * NUM_HEADS;
   const int n = item.num_splits;
   const float* lse = p.partial_lse + static_cast<long long>(item.partial_start) * BLOCK_M + r;
-  const float* po = p.partial_o +
-                    (static_cast<long long>(item.partial_start) * BLOCK_M + r) * HEAD_DIM_V +
-                    quarter * COLS_PER_GROUP + lane * 4;
+  const long long e = (static_cast<long long>(item.partial_start) * BLOCK_M + r) * HEAD_DIM_V +
+                      quarter * COLS_PER_GROUP + lane * 4;
   float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   float wsum = 0.0f;
   float mx = NegInf();
   if (n <= SPLIT_BATCH) {
     SplitBatch<SPLIT_BATCH> b;
-    LoadSplits(b, lse, po, 0, n);
+    LoadSplits(b, lse, p.partial_o, e, 0, n);
     if (!row_valid) return;
 #pragma unroll
     for (int i = 0; i < SPLIT_BATCH; ++i) mx = fmaxf(mx, b.l[i]);
@@ -97,7 +98,7 @@ MLA_INLINE void MergeUnit(const MlaDecodeParams& p, const MlaCombineItem& item, 
     if (!row_valid) return;
     for (int k0 = 0; k0 < n; k0 += LONG_BATCH) {
       SplitBatch<LONG_BATCH> b;
-      LoadSplits(b, lse, po, k0, n);
+      LoadSplits(b, lse, p.partial_o, e, k0, n);
       float bm = mx;
 #pragma unroll
       for (int i = 0; i < LONG_BATCH; ++i) bm = fmaxf(bm, b.l[i]);
@@ -112,7 +113,7 @@ MLA_INLINE void MergeUnit(const MlaDecodeParams& p, const MlaCombineItem& item, 
       MergeSplits(b, mx, wsum, acc);
     }
   }
-  const float inv = wsum > 0.0f ? 1.0f / wsum : 0.0f;
+  const float inv = wsum > 0.0f ? MlaPartialScale(p) / wsum : 0.0f;
   const long long qrow = static_cast<long long>(s.qo_start) * NUM_HEADS + item.row_start + r;
   uint2* out = reinterpret_cast<uint2*>(static_cast<u16*>(p.out) + qrow * HEAD_DIM_V +
                                         quarter * COLS_PER_GROUP + lane * 4);

@@ -8,6 +8,7 @@
 #ifndef MLAJIT_KERNEL_TEMPLATES_MLA_COMMON_CUH_
 #define MLAJIT_KERNEL_TEMPLATES_MLA_COMMON_CUH_
 
+#include "mla_f16.h"
 #include "mla_params.h"
 
 #if defined(__HIP__) || defined(__HIPCC_RTC__) || defined(__HIP_PLATFORM_AMD__)
@@ -209,6 +210,75 @@ MLA_INLINE void QuantiseQPair(float& lo, float& hi, float q_scale) {
   lo = QuantiseQ<QM>(lo, q_scale);
   hi = QuantiseQ<QM>(hi, q_scale);
 #endif
+}
+
+// ---- split partials -----------------------------------------------------------
+// A split piece writes its rows normalised by its own row sums and before
+// kv_scale (in the units the products accumulate in); the combine kernel
+// merges the pieces by LSE and applies kv_scale (MlaPartialScale). fp8 KV
+// keeps them as f16: |o| <= 448 (the largest e4m3 code), far inside f16's
+// range, rounded to 11 significant bits against the bf16 output's 8. That
+// halves the bytes that the decode's last writes and the combine's reads are
+// bound by (tools/bench/RESULTS.md v20). bf16 and MXFP4 values can exceed
+// f16's range: fp32. Element e = (slot * BLOCK_M + row) * 512 + col of
+// partial_o either way.
+constexpr bool MLA_F16_PARTIALS = KV_FORMAT == KV_FORMAT_FP8;
+
+MLA_INLINE u16 FloatToF16(float f) { return MlaF32BitsToF16(__float_as_uint(f)); }
+MLA_INLINE float F16ToFloat(u16 h) {
+#if !MLA_HIP && defined(__CUDA_ARCH__)
+  float f;
+  asm("cvt.f32.f16 %0, %1;\n" : "=f"(f) : "h"(h));
+  return f;
+#else
+  return __uint_as_float(MlaF16ToF32Bits(h));
+#endif
+}
+MLA_INLINE u32 PackF16Pair(float lo, float hi) {
+#if !MLA_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  u32 r;  // one instruction, the same rounding as FloatToF16
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+#else
+  return static_cast<u32>(FloatToF16(lo)) | (static_cast<u32>(FloatToF16(hi)) << 16);
+#endif
+}
+
+// What the combine multiplies merged partials by.
+MLA_INLINE float MlaPartialScale(const MlaDecodeParams& p) {
+  return KV_FORMAT == KV_FORMAT_FP8 ? p.kv_scale : 1.0f;
+}
+MLA_INLINE void StorePartial1(float* partial_o, long long e, float v) {
+  if (MLA_F16_PARTIALS) {
+    reinterpret_cast<u16*>(partial_o)[e] = FloatToF16(v);
+  } else {
+    partial_o[e] = v;
+  }
+}
+// e even.
+MLA_INLINE void StorePartial2(float* partial_o, long long e, float a, float b) {
+  if (MLA_F16_PARTIALS) {
+    *reinterpret_cast<u32*>(reinterpret_cast<u16*>(partial_o) + e) = PackF16Pair(a, b);
+  } else {
+    *reinterpret_cast<float2*>(partial_o + e) = make_float2(a, b);
+  }
+}
+// e a multiple of 4.
+MLA_INLINE void StorePartial4(float* partial_o, long long e, float4 v) {
+  if (MLA_F16_PARTIALS) {
+    *reinterpret_cast<uint2*>(reinterpret_cast<u16*>(partial_o) + e) =
+        make_uint2(PackF16Pair(v.x, v.y), PackF16Pair(v.z, v.w));
+  } else {
+    *reinterpret_cast<float4*>(partial_o + e) = v;
+  }
+}
+MLA_INLINE float4 LoadPartial4(const float* partial_o, long long e) {
+  if (MLA_F16_PARTIALS) {
+    const uint2 w = *reinterpret_cast<const uint2*>(reinterpret_cast<const u16*>(partial_o) + e);
+    return make_float4(F16ToFloat(w.x & 0xffffu), F16ToFloat(w.x >> 16), F16ToFloat(w.y & 0xffffu),
+                       F16ToFloat(w.y >> 16));
+  }
+  return *reinterpret_cast<const float4*>(partial_o + e);
 }
 
 #endif  // MLAJIT_KERNEL_TEMPLATES_MLA_COMMON_CUH_

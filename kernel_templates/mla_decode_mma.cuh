@@ -640,14 +640,15 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
       if (ok1) p.lse[base + row1] = lse1;
     }
   } else {
-    float* po = p.partial_o + static_cast<long long>(item.partial) * BLOCK_M * HEAD_DIM_V;
+    // Partials are kept before kv_scale (mla_common.cuh).
+    const float pinv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f;
+    const float pinv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
+    const long long e = static_cast<long long>(item.partial) * BLOCK_M * HEAD_DIM_V;
 #pragma unroll
     for (int nt = 0; nt < V_NTILES; ++nt) {
       const int col = col_base + nt * 8;
-      *reinterpret_cast<float2*>(po + r0 * HEAD_DIM_V + col) =
-          make_float2(o[nt][0] * inv0, o[nt][1] * inv0);
-      *reinterpret_cast<float2*>(po + r1 * HEAD_DIM_V + col) =
-          make_float2(o[nt][2] * inv1, o[nt][3] * inv1);
+      StorePartial2(p.partial_o, e + r0 * HEAD_DIM_V + col, o[nt][0] * pinv0, o[nt][1] * pinv0);
+      StorePartial2(p.partial_o, e + r1 * HEAD_DIM_V + col, o[nt][2] * pinv1, o[nt][3] * pinv1);
     }
     if (c == 0 && (lane & 3) == 0) {
       p.partial_lse[item.partial * BLOCK_M + r0] = lse0;

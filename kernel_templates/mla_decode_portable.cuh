@@ -87,8 +87,12 @@ MLA_INLINE void ProcessRow(const MlaDecodeParams& p, const MlaWorkItem& item, co
     for (int i = 0; i < DIMS_PER_THREAD; ++i) out[tid + i * NUM_THREADS] = FloatToBf16(o[i] * inv);
     if (WRITE_LSE && tid == 0) p.lse[qrow] = lse;
   } else {
-    float* po = p.partial_o + (static_cast<long long>(item.partial) * BLOCK_M + r) * HEAD_DIM_V;
-    for (int i = 0; i < DIMS_PER_THREAD; ++i) po[tid + i * NUM_THREADS] = o[i] * inv;
+    // Partials are kept before kv_scale (mla_common.cuh).
+    const float pinv = l > 0.0f ? 1.0f / l : 0.0f;
+    const long long e = (static_cast<long long>(item.partial) * BLOCK_M + r) * HEAD_DIM_V + tid;
+    for (int i = 0; i < DIMS_PER_THREAD; ++i) {
+      StorePartial1(p.partial_o, e + i * NUM_THREADS, o[i] * pinv);
+    }
     if (tid == 0) p.partial_lse[item.partial * BLOCK_M + r] = lse;
   }
 }

@@ -252,7 +252,8 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
   // the accumulators, each warp instruction wrote 16 bytes to each of 32
   // places 64 bytes apart; a probe timed those stores at 2.1 us of the 2.5 us
   // after the last tile (tools/bench/RESULTS.md v17).
-  const float v_scale = FP8 ? p.kv_scale : 1.0f;
+  // Partials are kept before kv_scale (mla_common.cuh).
+  const float v_scale = FP8 && item.partial < 0 ? p.kv_scale : 1.0f;
   const int dim0 = MlaWgmmaOutDimBase(warp, lane);
   float* staged = reinterpret_cast<float*>(sm.raw + (MX ? MxBuffer(g) * TILE * RAW_STRIDE : 0));
 #pragma unroll
@@ -279,13 +280,12 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
   }
   SyncMma();
   if (item.partial >= 0) {
-    // The slot holds the whole tile: N rows of 512 floats, one row per pass.
-    float4* po = reinterpret_cast<float4*>(
-        p.partial_o + static_cast<long long>(item.partial) * BLOCK_M * HEAD_DIM_V);
+    // The slot holds the whole tile: N rows of 512 values, one row per pass.
+    const long long e = static_cast<long long>(item.partial) * BLOCK_M * HEAD_DIM_V;
 #pragma unroll 4
     for (int n = 0; n < N; ++n) {
-      po[n * (HEAD_DIM_V / 4) + threadIdx.x] =
-          *reinterpret_cast<const float4*>(staged + n * EPILOGUE_STRIDE + 4 * threadIdx.x);
+      StorePartial4(p.partial_o, e + n * HEAD_DIM_V + 4 * threadIdx.x,
+                    *reinterpret_cast<const float4*>(staged + n * EPILOGUE_STRIDE + 4 * threadIdx.x));
     }
   } else {
     // The tile's rows below rows_total are consecutive rows of out: two rows of

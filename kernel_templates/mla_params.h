@@ -46,7 +46,8 @@ struct MlaDecodeParams {
   const MlaWorkItem* work;   // all work items, grouped by CTA
   const int* work_indptr;    // [num_ctas + 1]: CTA c runs work[work_indptr[c] .. [c+1])
   const MlaSeqInfo* seqs;    // [batch]
-  float* partial_o;          // [num_partials, BLOCK_M, 512] fp32, normalised
+  float* partial_o;          // [num_partials, BLOCK_M, 512] normalised: fp32, or f16
+                             // in its first half for fp8 KV (MLA_F16_PARTIALS)
   float* partial_lse;        // [num_partials, BLOCK_M] fp32, natural log
   const MlaCombineItem* combine;  // [num_combine]
   const float* q_amax;       // a8: amax of |q| over the whole tensor (device scalar)
