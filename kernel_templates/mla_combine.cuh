@@ -12,10 +12,9 @@ namespace mla_combine {
 
 constexpr int NUM_THREADS = NUM_WARPS * 32;
 constexpr int GROUPS_PER_BLOCK = NUM_THREADS / 32;  // 32-lane groups
-constexpr int COLS_PER_GROUP = HEAD_DIM_V / MLA_COMBINE_GROUPS_PER_ROW;  // 4 per lane
 constexpr int SPLIT_BATCH = 8;  // splits whose loads are in flight together
 constexpr int LONG_BATCH = 16;  // the same beyond SPLIT_BATCH splits
-static_assert(COLS_PER_GROUP == 32 * 4, "one float4 per lane");
+constexpr int PARTIAL_BYTES = MLA_F16_PARTIALS ? 2 : 4;
 
 // HIP's second launch bound means waves per execution unit, not CTAs per SM.
 #if MLA_HIP
@@ -25,54 +24,81 @@ static_assert(COLS_PER_GROUP == 32 * 4, "one float4 per lane");
   __launch_bounds__(NUM_WARPS * 32, MlaCombineBlocksPerSm(NUM_WARPS * 32))
 #endif
 
-// A batch of a row's splits: their LSEs and this lane's 4 columns of each.
-template <int B>
+// A lane merges LC consecutive columns of a row: 4 (a quarter of the row per
+// 32-lane group), or, with f16 partials, 8 (a half: one 16-byte load per split
+// either way). Its LC values of a split, as stored, are W words.
+template <int LC>
+struct Lane {
+  static constexpr int W = LC * PARTIAL_BYTES / 4;
+  static constexpr int PARTS = HEAD_DIM_V / (32 * LC);  // groups per row
+  static_assert(W == 2 || W == 4, "8- or 16-byte loads");
+};
+
+// A batch of a row's splits: their LSEs and this lane's columns of each.
+template <int B, int LC>
 struct SplitBatch {
   float l[B];
-  float4 v[B];
+  u32 v[B][Lane<LC>::W];
 };
 // Splits [k0, k0 + B), all loads issued before any is used; splits past n load
 // nothing (predicated off) and weigh 0. `lse` points at split 0, `e` is the
 // element of split 0's partial_o (mla_common.cuh).
-template <int B>
-MLA_INLINE void LoadSplits(SplitBatch<B>& b, const float* lse, const float* partial_o, long long e,
-                           int k0, int n) {
+template <int B, int LC>
+MLA_INLINE void LoadSplits(SplitBatch<B, LC>& b, const float* lse, const float* partial_o,
+                           long long e, int k0, int n) {
   constexpr long long SPLIT_STRIDE = static_cast<long long>(BLOCK_M) * HEAD_DIM_V;
+  const u8* base = reinterpret_cast<const u8*>(partial_o);
 #pragma unroll
   for (int i = 0; i < B; ++i) {
     const int k = k0 + i;
     b.l[i] = NegInf();
-    b.v[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+    for (int w = 0; w < Lane<LC>::W; ++w) b.v[i][w] = 0;
     if (k < n) {
       b.l[i] = lse[k * BLOCK_M];
-      b.v[i] = LoadPartial4(partial_o, e + k * SPLIT_STRIDE);
+      const u8* at = base + (e + k * SPLIT_STRIDE) * PARTIAL_BYTES;
+      if constexpr (Lane<LC>::W == 4) {
+        const uint4 v = *reinterpret_cast<const uint4*>(at);
+        b.v[i][0] = v.x;
+        b.v[i][1] = v.y;
+        b.v[i][2] = v.z;
+        b.v[i][3] = v.w;
+      } else {
+        const uint2 v = *reinterpret_cast<const uint2*>(at);
+        b.v[i][0] = v.x;
+        b.v[i][1] = v.y;
+      }
     }
   }
 }
 // Adds the batch with weights exp(lse - mx); a split that saw nothing for this
 // row has lse -inf and weight 0.
-template <int B>
-MLA_INLINE void MergeSplits(const SplitBatch<B>& b, float mx, float& wsum, float (&acc)[4]) {
+template <int B, int LC>
+MLA_INLINE void MergeSplits(const SplitBatch<B, LC>& b, float mx, float& wsum, float (&acc)[LC]) {
 #pragma unroll
   for (int i = 0; i < B; ++i) {
     const float w = b.l[i] == NegInf() ? 0.0f : expf(b.l[i] - mx);
     wsum += w;
-    acc[0] += w * b.v[i].x;
-    acc[1] += w * b.v[i].y;
-    acc[2] += w * b.v[i].z;
-    acc[3] += w * b.v[i].w;
+#pragma unroll
+    for (int c = 0; c < LC; ++c) {
+      const u32 word = b.v[i][c * PARTIAL_BYTES / 4];
+      const float v = MLA_F16_PARTIALS
+                          ? F16ToFloat(static_cast<u16>(c % 2 ? word >> 16 : word & 0xffffu))
+                          : __uint_as_float(word);
+      acc[c] += w * v;
+    }
   }
 }
 
-// One unit of a combine item: row r, columns [128 * quarter, 128 * quarter +
-// 128), merged over the item's splits by one 32-lane group, 4 columns a lane.
+// One unit of a combine item: row r, the LC * 32 columns of part `part`,
+// merged over the item's splits by one 32-lane group.
 // Up to SPLIT_BATCH splits the LSEs load with the partials in one batch, all
 // loads in flight before any is used, so the unit costs one memory latency.
 // Beyond that (a long sequence of a skewed batch), batches of LONG_BATCH merge
 // online: a batch whose largest LSE exceeds the running one rescales what is
 // merged so far, so no pass over the LSEs comes first.
-MLA_INLINE void MergeUnit(const MlaDecodeParams& p, const MlaCombineItem& item, int r,
-                          int quarter) {
+template <int LC>
+MLA_INLINE void MergeUnit(const MlaDecodeParams& p, const MlaCombineItem& item, int r, int part) {
   const int lane = threadIdx.x & 31;
   const MlaSeqInfo s = p.seqs[item.seq];  // in flight with the first batch below
   // Rows past the sequence's end are skipped (uniform across the group).
@@ -81,14 +107,16 @@ MLA_INLINE void MergeUnit(const MlaDecodeParams& p, const MlaCombineItem& item, 
   // record costs no round trip of its own.
   const bool row_valid = item.row_start + r < s.q_len * NUM_HEADS;
   const int n = item.num_splits;
+  const int col = (part * 32 + lane) * LC;
   const float* lse = p.partial_lse + static_cast<long long>(item.partial_start) * BLOCK_M + r;
-  const long long e = (static_cast<long long>(item.partial_start) * BLOCK_M + r) * HEAD_DIM_V +
-                      quarter * COLS_PER_GROUP + lane * 4;
-  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  const long long e = (static_cast<long long>(item.partial_start) * BLOCK_M + r) * HEAD_DIM_V + col;
+  float acc[LC];
+#pragma unroll
+  for (int c = 0; c < LC; ++c) acc[c] = 0.0f;
   float wsum = 0.0f;
   float mx = NegInf();
   if (n <= SPLIT_BATCH) {
-    SplitBatch<SPLIT_BATCH> b;
+    SplitBatch<SPLIT_BATCH, LC> b;
     LoadSplits(b, lse, p.partial_o, e, 0, n);
     if (!row_valid) return;
 #pragma unroll
@@ -97,7 +125,7 @@ MLA_INLINE void MergeUnit(const MlaDecodeParams& p, const MlaCombineItem& item, 
   } else {
     if (!row_valid) return;
     for (int k0 = 0; k0 < n; k0 += LONG_BATCH) {
-      SplitBatch<LONG_BATCH> b;
+      SplitBatch<LONG_BATCH, LC> b;
       LoadSplits(b, lse, p.partial_o, e, k0, n);
       float bm = mx;
 #pragma unroll
@@ -107,7 +135,7 @@ MLA_INLINE void MergeUnit(const MlaDecodeParams& p, const MlaCombineItem& item, 
         const float scale = mx == NegInf() ? 0.0f : expf(mx - bm);
         wsum *= scale;
 #pragma unroll
-        for (int c = 0; c < 4; ++c) acc[c] *= scale;
+        for (int c = 0; c < LC; ++c) acc[c] *= scale;
         mx = bm;
       }
       MergeSplits(b, mx, wsum, acc);
@@ -115,23 +143,28 @@ MLA_INLINE void MergeUnit(const MlaDecodeParams& p, const MlaCombineItem& item, 
   }
   const float inv = wsum > 0.0f ? MlaPartialScale(p) / wsum : 0.0f;
   const long long qrow = static_cast<long long>(s.qo_start) * NUM_HEADS + item.row_start + r;
-  uint2* out = reinterpret_cast<uint2*>(static_cast<u16*>(p.out) + qrow * HEAD_DIM_V +
-                                        quarter * COLS_PER_GROUP + lane * 4);
-  *out = make_uint2(PackBf16x2(acc[0] * inv, acc[1] * inv), PackBf16x2(acc[2] * inv, acc[3] * inv));
-  if (WRITE_LSE && quarter == 0 && lane == 0) {
+  u16* out = static_cast<u16*>(p.out) + qrow * HEAD_DIM_V + col;
+  u32 w[LC / 2];
+#pragma unroll
+  for (int c = 0; c < LC / 2; ++c) w[c] = PackBf16x2(acc[2 * c] * inv, acc[2 * c + 1] * inv);
+  if constexpr (LC == 8) {
+    *reinterpret_cast<uint4*>(out) = make_uint4(w[0], w[1], w[2], w[3]);
+  } else {
+    *reinterpret_cast<uint2*>(out) = make_uint2(w[0], w[1]);
+  }
+  if (WRITE_LSE && part == 0 && lane == 0) {
     p.lse[qrow] = wsum > 0.0f ? mx + logf(wsum) : NegInf();
   }
 }
 
-// The units (combine item, row, quarter) in order, one 32-lane group each, the
+// The units (combine item, row, part) in order, one 32-lane group each, the
 // groups of one wave of resident CTAs (the host sizes the grid with
 // MlaCombineBlocksPerSm) striding over them. The next unit's item record loads
 // while the current unit merges, so a unit's only dependent round trip is its
 // partials.
-MLA_INLINE void CombineItems(const MlaDecodeParams& p) {
-  constexpr int UNITS_PER_ITEM = BLOCK_M * MLA_COMBINE_GROUPS_PER_ROW;
-  const int num_combine =
-      p.plan_counters != 0 ? p.plan_counters[MLA_PLAN_NUM_COMBINE] : p.num_combine;
+template <int LC>
+MLA_INLINE void CombineUnits(const MlaDecodeParams& p, int num_combine) {
+  constexpr int UNITS_PER_ITEM = BLOCK_M * Lane<LC>::PARTS;
   const long long total = static_cast<long long>(num_combine) * UNITS_PER_ITEM;
   const long long stride = static_cast<long long>(gridDim.x) * GROUPS_PER_BLOCK;
   long long flat = static_cast<long long>(blockIdx.x) * GROUPS_PER_BLOCK + (threadIdx.x >> 5);
@@ -141,9 +174,26 @@ MLA_INLINE void CombineItems(const MlaDecodeParams& p) {
     const long long next = flat + stride;
     const MlaCombineItem next_item = next < total ? p.combine[next / UNITS_PER_ITEM] : item;
     const int unit = static_cast<int>(flat % UNITS_PER_ITEM);
-    MergeUnit(p, item, unit / MLA_COMBINE_GROUPS_PER_ROW, unit % MLA_COMBINE_GROUPS_PER_ROW);
+    MergeUnit<LC>(p, item, unit / Lane<LC>::PARTS, unit % Lane<LC>::PARTS);
     item = next_item;
   }
+}
+
+// Quarters of rows, one unit per group at most, while the groups outnumber
+// them; past that (each group would merge several units one after another,
+// each a memory latency), f16 partials take halves, 8 columns a lane, which
+// halves the units at the same bytes per load (tools/bench/RESULTS.md v20).
+MLA_INLINE void CombineItems(const MlaDecodeParams& p) {
+  const int num_combine =
+      p.plan_counters != 0 ? p.plan_counters[MLA_PLAN_NUM_COMBINE] : p.num_combine;
+  if constexpr (MLA_F16_PARTIALS) {
+    const long long quarters = static_cast<long long>(num_combine) * BLOCK_M * 4;
+    if (quarters > static_cast<long long>(gridDim.x) * GROUPS_PER_BLOCK) {
+      CombineUnits<8>(p, num_combine);
+      return;
+    }
+  }
+  CombineUnits<4>(p, num_combine);
 }
 
 // amax |q| over the whole tensor into *q_amax (zeroed by the host beforehand).

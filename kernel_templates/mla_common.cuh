@@ -272,13 +272,4 @@ MLA_INLINE void StorePartial4(float* partial_o, long long e, float4 v) {
     *reinterpret_cast<float4*>(partial_o + e) = v;
   }
 }
-MLA_INLINE float4 LoadPartial4(const float* partial_o, long long e) {
-  if (MLA_F16_PARTIALS) {
-    const uint2 w = *reinterpret_cast<const uint2*>(reinterpret_cast<const u16*>(partial_o) + e);
-    return make_float4(F16ToFloat(w.x & 0xffffu), F16ToFloat(w.x >> 16), F16ToFloat(w.y & 0xffffu),
-                       F16ToFloat(w.y >> 16));
-  }
-  return *reinterpret_cast<const float4*>(partial_o + e);
-}
-
 #endif  // MLAJIT_KERNEL_TEMPLATES_MLA_COMMON_CUH_

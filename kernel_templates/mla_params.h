@@ -89,7 +89,9 @@ enum MlaPlanError {
 #endif
 
 // The merge kernel runs one 32-lane group per (combine item, row, quarter of
-// the 512 output columns); the host sizes its grid with this.
+// the 512 output columns), or per half where f16 partials would leave each
+// group several quarters (mla_combine.cuh); the host sizes its grid for
+// quarters, at most one wave.
 #define MLA_COMBINE_GROUPS_PER_ROW 4
 
 // CTAs of `threads` threads per SM of the merge kernel: its launch bounds hold

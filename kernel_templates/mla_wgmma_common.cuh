@@ -39,7 +39,8 @@ constexpr int MX_STAGE_BYTES = TILE * MlaRawTokenStride(KV_FORMAT);  // 0 unless
 // MXFP4: converting warpgroups (one per bf16 tile with 12 warps, else one
 // for both), each with its own share of the raw stages.
 constexpr int MX_CONVERTERS = MX ? (NUM_WARPS == 12 ? 2 : 1) : 0;
-constexpr int MX_STAGES_EACH = MX ? STAGES / MX_CONVERTERS : 0;
+// (1 off the MXFP4 path, where no converter runs: a divisor in code it never executes)
+constexpr int MX_STAGES_EACH = MX ? STAGES / MX_CONVERTERS : 1;
 constexpr int MX_SHARE_BLOCKS = HEAD_DIM_QK / 32 / 2;  // scale blocks per converting thread
 constexpr int ROWS_PER_THREAD = N / 4;  // accumulator columns a thread holds
 constexpr int CORE_BYTES = 128;         // one 8 x 16-byte core matrix

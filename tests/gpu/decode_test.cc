@@ -155,6 +155,22 @@ bool OnHopper(DecodeHarness& h) {
   return props.ok() && props->arch == "sm_90a";
 }
 
+TEST_F(GpuDecodeTest, MmaSyncTilesEveryKvFormat) {
+  // The mma.sync path, which sm_80 and sm_89 run for every format, forced on
+  // any GPU: each KV format and Q mode, sequences split over CTAs (the split
+  // partials: f16 for fp8 KV, fp32 otherwise), flat and paged.
+  ScopedEnv env("MLAJIT_TILES", "32,32,8,2,1");
+  for (KvFormat f : {KvFormat::kFp8E4m3, KvFormat::kBf16, KvFormat::kMxfp4}) {
+    for (QMode m : {QMode::kBf16, QMode::kFp8}) {
+      for (Shape sh : {Shape{16, 2, 3000, 4, 0}, Shape{16, 1, 5000, 3, 64}}) {
+        const std::string plan = ExpectMatchesAndDescribe(*harness_, WithShape(f, m, sh));
+        EXPECT_EQ(IntField(plan, "block_n"), 32) << plan;
+        EXPECT_EQ(IntField(plan, "num_warps"), 8) << plan;
+      }
+    }
+  }
+}
+
 TEST_F(GpuDecodeTest, Mxfp4TilesOfUpTo32Rows) {
   // MXFP4 with at most 32 rows per sequence on Hopper (tile_policy.cc): the
   // swap-AB path, 32-row tiles with one converting warpgroup (8 warps) or,
