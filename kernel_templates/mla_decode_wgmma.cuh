@@ -284,8 +284,9 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
     const long long e = static_cast<long long>(item.partial) * BLOCK_M * HEAD_DIM_V;
 #pragma unroll 4
     for (int n = 0; n < N; ++n) {
-      StorePartial4(p.partial_o, e + n * HEAD_DIM_V + 4 * threadIdx.x,
-                    *reinterpret_cast<const float4*>(staged + n * EPILOGUE_STRIDE + 4 * threadIdx.x));
+      StorePartial4(
+          p.partial_o, e + n * HEAD_DIM_V + 4 * threadIdx.x,
+          *reinterpret_cast<const float4*>(staged + n * EPILOGUE_STRIDE + 4 * threadIdx.x));
     }
   } else {
     // The tile's rows below rows_total are consecutive rows of out: two rows of

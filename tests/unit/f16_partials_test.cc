@@ -72,7 +72,8 @@ TEST(F16Partials, RoundsToNearestEvenAtEveryBoundary) {
   for (float f : {65504.0f, 65519.996f, 65520.0f, 1e9f, INFINITY, -INFINITY, 0.0f, -0.0f,
                   std::numeric_limits<float>::denorm_min(), std::numeric_limits<float>::min(),
                   2.9802322e-8f, 2.9802326e-8f, 5.9604645e-8f, 6.1035156e-5f, 6.1035152e-5f,
-                  std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::quiet_NaN()}) {
+                  std::numeric_limits<float>::quiet_NaN(),
+                  -std::numeric_limits<float>::quiet_NaN()}) {
     ExpectRoundsLikeCompiler(f);
   }
 }
