@@ -234,7 +234,7 @@ MLA_INLINE float F16ToFloat(u16 h) {
   return __uint_as_float(MlaF16ToF32Bits(h));
 #endif
 }
-MLA_INLINE u32 PackF16Pair(float lo, float hi) {
+MLA_INLINE u32 PackF16x2(float lo, float hi) {
 #if !MLA_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   u32 r;  // one instruction, the same rounding as FloatToF16
   asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
@@ -258,7 +258,7 @@ MLA_INLINE void StorePartial1(float* partial_o, long long e, float v) {
 // e even.
 MLA_INLINE void StorePartial2(float* partial_o, long long e, float a, float b) {
   if (MLA_F16_PARTIALS) {
-    *reinterpret_cast<u32*>(reinterpret_cast<u16*>(partial_o) + e) = PackF16Pair(a, b);
+    *reinterpret_cast<u32*>(reinterpret_cast<u16*>(partial_o) + e) = PackF16x2(a, b);
   } else {
     *reinterpret_cast<float2*>(partial_o + e) = make_float2(a, b);
   }
@@ -267,7 +267,7 @@ MLA_INLINE void StorePartial2(float* partial_o, long long e, float a, float b) {
 MLA_INLINE void StorePartial4(float* partial_o, long long e, float4 v) {
   if (MLA_F16_PARTIALS) {
     *reinterpret_cast<uint2*>(reinterpret_cast<u16*>(partial_o) + e) =
-        make_uint2(PackF16Pair(v.x, v.y), PackF16Pair(v.z, v.w));
+        make_uint2(PackF16x2(v.x, v.y), PackF16x2(v.z, v.w));
   } else {
     *reinterpret_cast<float4*>(partial_o + e) = v;
   }

@@ -101,12 +101,6 @@ MLA_INLINE void Mma(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
   }
 }
 
-MLA_INLINE u32 PackF16x2(float lo, float hi) {
-  u32 r;
-  asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-  return r;
-}
-
 // Two floats as one operand register of this kernel's MMA type.
 MLA_INLINE u32 PackOperand(float lo, float hi) {
   return F16_MMA ? PackF16x2(lo, hi) : PackBf16x2(lo, hi);

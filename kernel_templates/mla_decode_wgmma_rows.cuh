@@ -380,7 +380,7 @@ MLA_INLINE float LoadQ(const MlaDecodeParams& p, const MlaSeqInfo& s, int row_st
     for (int j = 0; j < 4; ++j) {
       float lo = Bf16ToFloat(w[j] & 0xffffu), hi = Bf16ToFloat(w[j] >> 16);
       if (RESCALE) {
-        w[j] = mla_wgmma::PackF16x2(lo * up, hi * up);
+        w[j] = PackF16x2(lo * up, hi * up);
       } else if (Q_MODE == Q_MODE_FP8) {
         QuantiseQPair<Q_MODE>(lo, hi, q_scale);
         w[j] = PackOperand(lo, hi);
@@ -614,8 +614,8 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
         const bool odd = quad & 1;
 #pragma unroll
         for (int k = 0; k < 16; ++k) {
-          const u32 w0 = PackF16Pair(o[8 * k + 2 * h] * inv, o[8 * k + 2 * h + 1] * inv);
-          const u32 w1 = PackF16Pair(o[8 * k + 4 + 2 * h] * inv, o[8 * k + 5 + 2 * h] * inv);
+          const u32 w0 = PackF16x2(o[8 * k + 2 * h] * inv, o[8 * k + 2 * h + 1] * inv);
+          const u32 w1 = PackF16x2(o[8 * k + 4 + 2 * h] * inv, o[8 * k + 5 + 2 * h] * inv);
           const u32 got = __shfl_xor_sync(0xffffffffu, odd ? w0 : w1, 1);
           // Even quads: group 2k, their columns, then the partner's; odd
           // quads: group 2k + 1, the partner's columns first.

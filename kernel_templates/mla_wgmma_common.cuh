@@ -14,7 +14,6 @@ using mla_mma::CpAsync16;
 using mla_mma::CpAsyncCommit;
 using mla_mma::CpAsyncWait;
 using mla_mma::Fp8x4ToF16x4;
-using mla_mma::PackF16x2;
 using mla_mma::SmemAddr;
 
 constexpr int NUM_THREADS = 128;  // the warpgroup that runs the products
