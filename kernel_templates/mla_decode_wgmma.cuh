@@ -11,19 +11,29 @@
 //   O^T [512 dims  x N rows] += V^T[512 x 64] . P^T [64 x N]
 // One CTA is one warpgroup (4 warps); two CTAs share an SM for fp8.
 //
-// A operands (K and V^T) come from registers: each thread reads the raw tile
-// bytes it needs with 16-byte shared loads and converts them (fp8 -> f16) on
-// the way, so every KV byte is read from shared memory once per product and
-// never written back converted. Two permutations make those loads contiguous;
-// both are fixed at compile time and undone where the data enters or leaves:
+// fp8 KV: S^T is one e4m3 product with both operands in shared memory: K is
+// the tile as stored (in 128- and 64-byte swizzles, which the copy writes),
+// Q^T its e4m3 codes. a8 has them already; bf16 Q is split into two e4m3
+// terms, hi + lo / 16, which hold the tile's bf16 values exactly from 2^-15
+// of their largest magnitude up, and which S computes side by side as 2N
+// columns. (S used to convert each K byte to f16 in registers, 12 dependent
+// rounds of loads, conversions and MMAs per tile.)
+//
+// The other A operands (V^T; K of 16-bit tiles) come from registers: each
+// thread reads the tile bytes it needs with 16-byte shared loads (and
+// converts fp8 -> f16 on the way), so every KV byte is read from shared
+// memory once per product and never written back converted. Two
+// permutations make those loads contiguous; both are fixed at compile time
+// and undone where the data enters or leaves:
 //   - QK^T sums over the 576 dims in any order: a thread's 16-byte load feeds
 //     whole k-steps, and Q is stored in that order (MlaWgmmaQOffset).
 //   - P V: a thread's M rows (output dims) are chosen so that its 16 output
 //     dims are consecutive (MlaWgmmaOutDim); the epilogue writes them back in
 //     place.
-// The staging tile keeps tokens whole but swizzles their 16-byte chunks
-// (MlaWgmmaChunkSlot), so that those loads are free of bank conflicts. The
-// index maps live in mla_wgmma_layout.h, where the CPU tests check them.
+// 16-bit staging tiles keep tokens whole but swizzle their 16-byte chunks
+// (MlaWgmmaChunkSlot), so that those loads are free of bank conflicts, as
+// are fp8's V loads from the swizzled blocks. The index maps live in
+// mla_wgmma_layout.h, where the CPU tests check them.
 // B operands (Q^T, P^T) live in shared memory in the no-swizzle core-matrix
 // layout (8 rows x 16 bytes per core matrix) and are read through descriptors.
 //
@@ -37,6 +47,7 @@
 #include "mla_wgmma_common.cuh"
 #include "mla_wgmma_loads.cuh"
 #include "mla_wgmma_mxfp4.cuh"
+#include "mla_wgmma_ss.cuh"
 
 namespace mla_wgmma {
 
@@ -109,36 +120,61 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
       }
       CpAsyncCommit();
     }
-    const int tile_off = buf * TILE * RAW_STRIDE;
+    const int tile_off = buf * STAGE_BYTES;
 
     // ---- S^T = K Q^T: this warp's 16 tokens x N rows ----
-    // k-step k accumulates into set k % S_SETS: S_SETS independent chains of
-    // small MMAs instead of one chain of 36 (each waits for its predecessor).
-    float sets[S_SETS][N / 2];
-    KRaw k_next = LoadK(k_addr, tile_off, 0);
-#pragma unroll
-    for (int kb = 0; kb < K_BLOCKS; ++kb) {
-      u32 a[STEPS_PER_LOAD][4];
-      KFragments(k_next, a);
-      if (kb + 1 < K_BLOCKS) k_next = LoadK(k_addr, tile_off, kb + 1);  // in flight during the MMAs
+    float sacc[N / 2];
+    if (FP8) {
+      // One e4m3 product on the tile as stored (mla_wgmma_layout.h): 16 k32
+      // steps in the 128-byte-swizzled blocks, two in the rope block.
+      const u8* tile = sm.raw + tile_off;
+      const Desc k128 = SwizzledDesc(tile, 16, 1024, 1);
+      const Desc k64 = SwizzledDesc(tile + kMlaWgmmaFp8RopeBlock, 16, 512, 2);
+      float s8[N];  // NS / 2 used
       Fence();
 #pragma unroll
-      for (int i = 0; i < STEPS_PER_LOAD; ++i) {
-        const int k = kb * STEPS_PER_LOAD + i;
-        Mma(sets[k % S_SETS], a[i], q_desc.At(k * STEP_BYTES), k >= S_SETS);
+      for (int k = 0; k < K8_STEPS; ++k) {
+        const Desc a = k < 16 ? k128.At(MlaWgmmaFp8KStepOffset(k))
+                              : k64.At(MlaWgmmaFp8KStepOffset(k) - kMlaWgmmaFp8RopeBlock);
+        // (NS is 128 in the 64-row shapes, which compile this path but never run it)
+        mla_wgmma_ss::SsE4m3<ELIGIBLE ? NS : 16>(s8, a, q_desc.At(k * Q8_STEP_BYTES), k > 0);
       }
       Commit();
-      Wait<1>();
-    }
-    Wait<0>();
+      Wait<0>();
+      PinAccumulators(s8);
+      // Columns 8 j + c of the low terms are columns 8 (j + N / 8) + c.
 #pragma unroll
-    for (int k = 0; k < S_SETS; ++k) PinAccumulators(sets[k]);
-    float sacc[N / 2];
+      for (int i = 0; i < N / 2; ++i) {
+        sacc[i] = Q_SPLIT ? s8[i] + s8[i + N / 2] * Q_LO_WEIGHT : s8[i];
+      }
+    } else {
+      // k-step k accumulates into set k % S_SETS: S_SETS independent chains of
+      // small MMAs instead of one chain of 36 (each waits for its predecessor).
+      float sets[S_SETS][N / 2];
+      KRaw k_next = LoadK(k_addr, tile_off, 0);
 #pragma unroll
-    for (int i = 0; i < N / 2; ++i) {
-      sacc[i] = sets[0][i];
+      for (int kb = 0; kb < K_BLOCKS; ++kb) {
+        u32 a[STEPS_PER_LOAD][4];
+        KFragments(k_next, a);
+        if (kb + 1 < K_BLOCKS) k_next = LoadK(k_addr, tile_off, kb + 1);  // in flight during MMAs
+        Fence();
 #pragma unroll
-      for (int k = 1; k < S_SETS; ++k) sacc[i] += sets[k][i];
+        for (int i = 0; i < STEPS_PER_LOAD; ++i) {
+          const int k = kb * STEPS_PER_LOAD + i;
+          Mma(sets[k % S_SETS], a[i], q_desc.At(k * STEP_BYTES), k >= S_SETS);
+        }
+        Commit();
+        Wait<1>();
+      }
+      Wait<0>();
+#pragma unroll
+      for (int k = 0; k < S_SETS; ++k) PinAccumulators(sets[k]);
+#pragma unroll
+      for (int i = 0; i < N / 2; ++i) {
+        sacc[i] = sets[0][i];
+#pragma unroll
+        for (int k = 1; k < S_SETS; ++k) sacc[i] += sets[k][i];
+      }
     }
 
     // ---- online softmax over the tile's tokens, per query row ----
@@ -255,7 +291,7 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
   // Partials are kept before kv_scale (mla_common.cuh).
   const float v_scale = FP8 && item.partial < 0 ? p.kv_scale : 1.0f;
   const int dim0 = MlaWgmmaOutDimBase(warp, lane);
-  float* staged = reinterpret_cast<float*>(sm.raw + (MX ? MxBuffer(g) * TILE * RAW_STRIDE : 0));
+  float* staged = reinterpret_cast<float*>(sm.raw + (MX ? MxBuffer(g) * STAGE_BYTES : 0));
 #pragma unroll
   for (int c = 0; c < ROWS_PER_THREAD; ++c) {
     const int j = c / 2, e = c % 2;

@@ -69,9 +69,9 @@ using mla_wgmma::PackOperand;  // f16 for fp8 KV, bf16 for bf16 KV
 using mla_wgmma::PinAccumulators;
 using mla_wgmma::STAGES;
 using mla_wgmma::Wait;
+using mla_wgmma_ss::SsE4m3;
 using mla_wgmma_ss::SsM64N256K16;
 using mla_wgmma_ss::SsM64N64K16;
-using mla_wgmma_ss::SsM64N64K32E4m3;
 
 constexpr bool ELIGIBLE = MlaWgmmaRowsEligible(KV_FORMAT, BLOCK_M, BLOCK_N, NUM_WARPS);
 constexpr int NUM_THREADS = 256;
@@ -131,9 +131,7 @@ MLA_INLINE Smem CarveSmem(u8* base) {
 MLA_INLINE Desc KMajor(const u8* base) { return Desc(base, CHUNK_BYTES, 128); }
 // The swizzled KV tile (descriptor layout type 1: 128-byte swizzle).
 MLA_INLINE Desc Swizzled128(const u8* base, u32 lbo, u32 sbo) {
-  Desc d(base, lbo, sbo);
-  d.hi |= 1u << 30;
-  return d;
+  return mla_wgmma::SwizzledDesc(base, lbo, sbo, 1);
 }
 // K for S: k-step k is .At(MlaRowsKStepOffset(k)).
 MLA_INLINE Desc KOperand(const u8* kv) { return Swizzled128(kv, 16, 1024); }
@@ -316,11 +314,7 @@ MLA_INLINE void ConvertV(const u8* raw, u8* v) {
 // a8: two Q values -> their e4m3 codes (divided by q_scale, rounded to nearest
 // even, saturated), low byte first: the same rounding as QuantiseQPair.
 MLA_INLINE u32 QCodes(float lo, float hi, float q_scale) {
-  u16 codes;
-  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n"
-      : "=h"(codes)
-      : "f"(hi / q_scale), "f"(lo / q_scale));
-  return codes;
+  return mla_wgmma::E4m3x2(lo / q_scale, hi / q_scale);
 }
 
 // Q rows [row_start, row_start + 64) -> the Q operand, as f16 scaled by a
@@ -472,7 +466,7 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
       if (FP8_S) {
 #pragma unroll
         for (int k = 0; k < K8_STEPS; ++k) {
-          SsM64N64K32E4m3(sc, q_desc.At(k * STEP_BYTES), k_desc.At(MlaRowsKStepOffset(k)), k > 0);
+          SsE4m3<64>(sc, q_desc.At(k * STEP_BYTES), k_desc.At(MlaRowsKStepOffset(k)), k > 0);
         }
       } else {
 #pragma unroll

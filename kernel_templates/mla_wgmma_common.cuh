@@ -17,8 +17,8 @@ using mla_mma::Fp8x4ToF16x4;
 using mla_mma::SmemAddr;
 
 constexpr int NUM_THREADS = 128;  // the warpgroup that runs the products
-constexpr int N = BLOCK_M;  // query rows per tile: the wgmma N
-constexpr int TILE = 64;    // KV tokens per tile: the wgmma M
+constexpr int N = BLOCK_M;        // query rows per tile: the wgmma N
+constexpr int TILE = 64;          // KV tokens per tile: the wgmma M
 constexpr bool FP8 = KV_FORMAT == KV_FORMAT_FP8;
 // MXFP4 (mla_wgmma_mxfp4.cuh): one or two more warpgroups copy tiles as
 // stored into their own stages (the mma.sync path's staging, MX_STAGE_BYTES
@@ -31,9 +31,10 @@ constexpr int ELEMS = 16 / ESIZE;          // KV elements per 16-byte load
 constexpr int STEPS_PER_LOAD = ELEMS / 4;  // k16 steps one 16-byte load feeds
 constexpr int K_STEPS = HEAD_DIM_QK / 16;  // 36
 constexpr int K_BLOCKS = K_STEPS / STEPS_PER_LOAD;
-constexpr int RAW_STRIDE = MlaWgmmaTokenStride(KV_FORMAT);
+constexpr int RAW_STRIDE = MlaWgmmaTokenStride(KV_FORMAT);  // 16-bit tiles: bytes per token
+constexpr int STAGE_BYTES = MlaWgmmaStageBytes(KV_FORMAT);
 constexpr int STAGES = NUM_STAGES;
-constexpr int KV_TILES = MX ? 2 : STAGES;  // tiles in the staging layout
+constexpr int KV_TILES = MX ? 2 : STAGES;                            // tiles in the staging layout
 constexpr int MX_STAGE_BYTES = TILE * MlaRawTokenStride(KV_FORMAT);  // 0 unless MXFP4
 // MXFP4: converting warpgroups (one per bf16 tile with 12 warps, else one
 // for both), each with its own share of the raw stages.
@@ -41,11 +42,21 @@ constexpr int MX_CONVERTERS = MX ? (NUM_WARPS == 12 ? 2 : 1) : 0;
 // (1 off the MXFP4 path, where no converter runs: a divisor in code it never executes)
 constexpr int MX_STAGES_EACH = MX ? STAGES / MX_CONVERTERS : 1;
 constexpr int MX_SHARE_BLOCKS = HEAD_DIM_QK / 32 / 2;  // scale blocks per converting thread
-constexpr int ROWS_PER_THREAD = N / 4;  // accumulator columns a thread holds
-constexpr int CORE_BYTES = 128;         // one 8 x 16-byte core matrix
-constexpr int STEP_BYTES = N * 32;      // one k16 step of Q^T or P^T
-// Independent accumulator sets of QK^T (registers allowing).
+constexpr int ROWS_PER_THREAD = N / 4;                 // accumulator columns a thread holds
+constexpr int CORE_BYTES = 128;                        // one 8 x 16-byte core matrix
+constexpr int STEP_BYTES = N * 32;                     // one k16 step of Q^T or P^T
+// Independent accumulator sets of QK^T (16-bit tiles; registers allowing).
 constexpr int S_SETS = N == 16 ? 4 : 2;
+// fp8 KV: S = K Q^T is an e4m3 wgmma on the tile as stored, both operands in
+// shared memory (mla_wgmma_layout.h), with Q as e4m3 codes: a8's own codes,
+// or bf16 Q as two terms hi + lo / 16 (Q_SPLIT, LoadQ), side by side as 2N
+// columns of the one product. The two terms hold every bf16 value of the
+// tile exactly from 2^-15 of its largest magnitude up (tests/unit/q_split_test.cc).
+constexpr bool Q_SPLIT = FP8 && Q_MODE == Q_MODE_BF16;
+constexpr int NS = Q_SPLIT ? 2 * N : N;     // fp8: the wgmma N of S
+constexpr int K8_STEPS = HEAD_DIM_QK / 32;  // fp8: k32 steps of S
+constexpr int Q8_STEP_BYTES = NS * 32;      // fp8: one k32 step of Q^T
+constexpr float Q_LO_WEIGHT = 1.0f / 16.0f;
 // Floats per row of the epilogue's staged output (in the KV stages): 512 and
 // 4 more, so that the rows' 16-byte writes spread over the banks.
 constexpr int EPILOGUE_STRIDE = HEAD_DIM_V + 4;
@@ -54,14 +65,14 @@ constexpr int EPILOGUE_STRIDE = HEAD_DIM_V + 4;
 // warpgroup, 64-token tiles, 16 or 32 rows); the file is
 // compiled for every sm_90a shape, so nothing here may assert more.
 constexpr bool ELIGIBLE = MlaWgmmaEligible(KV_FORMAT, BLOCK_M, BLOCK_N, NUM_WARPS);
-static_assert(!ELIGIBLE || N * EPILOGUE_STRIDE * 4 <= KV_TILES * TILE * RAW_STRIDE,
+static_assert(!ELIGIBLE || N * EPILOGUE_STRIDE * 4 <= KV_TILES * STAGE_BYTES,
               "the staged output fits the KV stages");
 static_assert(!ELIGIBLE || !MX || (MX_STAGES_EACH >= 1 && STAGES % MX_CONVERTERS == 0),
               "each converting warpgroup has the same number of raw stages");
 
 struct Smem {
-  u8* q;       // [K_STEPS][N/8][2][8][8] f16/bf16: Q^T in core matrices
-  u8* raw;     // [KV_TILES][TILE][RAW_STRIDE] KV tiles as stored (MXFP4: converted)
+  u8* q;       // Q^T in core matrices: [K_STEPS][N/8][2][8][8] f16/bf16, fp8: MlaWgmmaQ8Offset
+  u8* raw;     // [KV_TILES][STAGE_BYTES] KV tiles (fp8 as stored, swizzled; MXFP4: converted)
   u8* mx;      // MXFP4: [STAGES][MX_STAGE_BYTES] tiles as stored
   u8* p;       // [TILE/16][N/8][2][8][8] f16/bf16: P^T in core matrices
   float* red;  // [4][N] per-warp row maxima / sums
@@ -70,10 +81,17 @@ struct Smem {
 };
 
 MLA_INLINE Smem CarveSmem(u8* base) {
+  static_assert(NS * 32 * K8_STEPS <= K_STEPS * STEP_BYTES, "fp8 Q^T fits the Q area");
   Smem m;
-  m.q = base;
-  m.raw = m.q + K_STEPS * STEP_BYTES;
-  m.mx = m.raw + KV_TILES * TILE * RAW_STRIDE;
+  if (FP8) {  // the swizzled stages first, at multiples of 1024 bytes
+    m.raw = base;
+    m.q = m.raw + KV_TILES * STAGE_BYTES;
+    m.mx = m.q + K_STEPS * STEP_BYTES;
+  } else {
+    m.q = base;
+    m.raw = m.q + K_STEPS * STEP_BYTES;
+    m.mx = m.raw + KV_TILES * STAGE_BYTES;
+  }
   m.p = m.mx + (MX ? STAGES * MX_STAGE_BYTES : 0);
   m.red = reinterpret_cast<float*>(m.p + (TILE / 16) * STEP_BYTES);
   m.full = reinterpret_cast<u64*>(m.red + 4 * N);
@@ -176,8 +194,17 @@ struct Desc {
   }
 };
 // B operand base in the core-matrix layout of Smem::q / Smem::p; k-step s
-// is .At(s * STEP_BYTES).
+// is .At(s * STEP_BYTES) (fp8 Q^T: .At(s * Q8_STEP_BYTES)).
 MLA_INLINE Desc StepDesc(const u8* base) { return Desc(base, CORE_BYTES, 2 * CORE_BYTES); }
+// An operand in a swizzled layout: descriptor layout type 1 (128-byte
+// swizzle) or 2 (64-byte swizzle). For a K-major operand `sbo` is the bytes
+// between 8-row groups and `lbo` is unused (16): a k-step stays inside one
+// swizzle row.
+MLA_INLINE Desc SwizzledDesc(const void* base, u32 lbo, u32 sbo, u32 layout_type) {
+  Desc d(base, lbo, sbo);
+  d.hi |= layout_type << 30;
+  return d;
+}
 
 MLA_INLINE void Fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 MLA_INLINE void Commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
@@ -271,6 +298,40 @@ MLA_INLINE void F16RangeScale(float amax, float& up, float& back) {
   }
   up = __uint_as_float(static_cast<u32>(e + 127) << 23);
   back = __uint_as_float(static_cast<u32>(127 - e) << 23);
+}
+
+// fp8 Q for an e4m3 product: bf16 Q is scaled by up = 2^e so that its
+// largest magnitude lands in [128, 256) (inside e4m3's 448, which the low
+// term's scaling needs: |lo| <= |x|); `back` = 2^-e undoes it in the scores.
+MLA_INLINE void E4m3RangeScale(float amax, float& up, float& back) {
+  int e = 0;
+  if (amax > 0.0f) {
+    const int amax_exp = static_cast<int>((__float_as_uint(amax) >> 23) & 0xffu) - 127;
+    e = min(max(7 - amax_exp, -126), 126);
+  }
+  up = __uint_as_float(static_cast<u32>(e + 127) << 23);
+  back = __uint_as_float(static_cast<u32>(127 - e) << 23);
+}
+// Two floats -> their e4m3 codes (nearest even, saturated to +-448, NaN kept),
+// `lo` in the low byte.
+MLA_INLINE u32 E4m3x2(float lo, float hi) {
+  u16 codes;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(codes) : "f"(hi), "f"(lo));
+  return codes;
+}
+// bf16 Q (already scaled) as two e4m3 terms x = hi + lo / 16: hi is x rounded
+// to e4m3, lo the rounded remainder times 16. Returns hi's and lo's codes of
+// (x0, x1) in the low and high 16 bits.
+MLA_INLINE u32 SplitE4m3x2(float x0, float x1) {
+  const u32 hi = E4m3x2(x0, x1);
+  float h0, h1;
+  asm("{\n.reg .b32 h2;\n.reg .f16 l, h;\n.reg .b16 c;\ncvt.u16.u32 c, %2;\n"
+      "cvt.rn.f16x2.e4m3x2 h2, c;\nmov.b32 {l, h}, h2;\n"
+      "cvt.f32.f16 %0, l;\ncvt.f32.f16 %1, h;\n}\n"
+      : "=f"(h0), "=f"(h1)
+      : "r"(hi));
+  const u32 lo = E4m3x2((x0 - h0) * 16.0f, (x1 - h1) * 16.0f);
+  return hi | (lo << 16);
 }
 
 // A CTA's work items in order: process(item, seq, next, next_seq) runs one

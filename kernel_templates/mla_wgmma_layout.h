@@ -1,53 +1,87 @@
 // Where the sm_90a warpgroup-MMA decode path (mla_decode_wgmma.cuh) keeps
-// bytes in shared memory and which thread reads which. Plain C++ with no
-// includes (include mla_params.h first), so that the CPU tests can check the
-// properties the kernel's speed and correctness rest on: each map is a
-// bijection, and every 16-byte shared access of a warp reaches 8 different
-// 16-byte bank groups in each quarter warp (tests/unit/plan_wgmma_layout_test.cc).
+// bytes in shared memory and which thread reads which. Plain C++ (include
+// mla_params.h first; the one include is another such file), so that the CPU
+// tests can check the properties the kernel's speed and correctness rest on:
+// each map is a bijection, the swizzled offsets are the hardware's, and every
+// 16-byte shared access of a warp reaches 8 different 16-byte bank groups in
+// each quarter warp (tests/unit/plan_wgmma_layout_test.cc).
 // kv_format: 0 bf16, 1 fp8, 2 MXFP4 (laid out as bf16: the path converts its
 // tiles to bf16 before either product reads them).
 #ifndef MLAJIT_KERNEL_TEMPLATES_MLA_WGMMA_LAYOUT_H_
 #define MLAJIT_KERNEL_TEMPLATES_MLA_WGMMA_LAYOUT_H_
 
-// KV elements per 16-byte load, and the k16 steps of QK^T such a load feeds.
-MLA_HOST_DEVICE constexpr int MlaWgmmaElemsPerLoad(int kv_format) { return kv_format == 1 ? 16 : 8; }
-MLA_HOST_DEVICE constexpr int MlaWgmmaStepsPerLoad(int kv_format) {
-  return MlaWgmmaElemsPerLoad(kv_format) / 4;
+#include "mla_wgmma_rows_layout.h"  // MlaRowsKvOffset: the 128-byte swizzle
+
+// Bytes of one staged tile of 64 tokens: fp8 as stored (36 KB), 16-bit tiles
+// with 1152 bytes per token.
+MLA_HOST_DEVICE constexpr int MlaWgmmaStageBytes(int kv_format) {
+  return 64 * MlaWgmmaTokenStride(kv_format);
 }
 
-// ---- the staging tile: tokens whole, their 16-byte chunks swizzled --------
+// =============================================================================
+// fp8 tiles: S = K Q^T is an e4m3 wgmma reading the tile through descriptors
+// =============================================================================
+// Chunk c (codes 16c .. 16c + 15) of token t. Dims 0..511 are four blocks of
+// 128 codes in the 128-byte swizzle (the 64-row path's layout: 8 KB a block,
+// token t's row at 128 t, its chunk c % 8 at position (c % 8) ^ (t % 8)); the
+// rope dims 512..575 are a fifth block of 64 codes in the 64-byte swizzle
+// (4 KB: token t's row at 64 t, chunk c - 32 at (c - 32) ^ ((t / 2) % 4)).
+// Stages start at multiples of 1024 bytes, which both swizzles need.
+constexpr int kMlaWgmmaFp8RopeBlock = 4 * 8192;
+MLA_HOST_DEVICE constexpr int MlaWgmmaFp8Offset(int t, int c) {
+  return c < 32 ? MlaRowsKvOffset(t, c)
+                : kMlaWgmmaFp8RopeBlock + t * 64 + (((c - 32) ^ ((t >> 1) & 3)) << 4);
+}
+// Descriptor start (relative to the tile) of k32 step k of S: four steps of
+// 32 bytes in each 128-code block, then two in the rope block.
+MLA_HOST_DEVICE constexpr int MlaWgmmaFp8KStepOffset(int k) {
+  return k < 16 ? MlaRowsKStepOffset(k) : kMlaWgmmaFp8RopeBlock + (k - 16) * 32;
+}
+
+// The tile copy: thread tid takes token tok0 = tid / 8 (+ 16 per pass) and
+// its chunks first + 8 i (first = tid % 8): eight lanes copy 128 contiguous
+// bytes of a token into 8 different bank groups. Both keys are the same for
+// all of a thread's tokens (they are 16 apart).
+MLA_HOST_DEVICE constexpr int MlaWgmmaFp8CopyOffset(int tok0, int first, int pass, int i) {
+  return i < 4
+             ? i * 8192 + (tok0 + 16 * pass) * 128 + ((first ^ (tok0 & 7)) << 4)
+             : kMlaWgmmaFp8RopeBlock + (tok0 + 16 * pass) * 64 + ((first ^ ((tok0 >> 1) & 3)) << 4);
+}
+
+// Q^T as e4m3 codes, the B operand of S (K-major, no swizzle): `rows` columns
+// (2 x 16 or 2 x 32 for bf16 Q as two terms, else 16 or 32), k32 step
+// d / 32, core matrices of 8 rows x 16 codes, 128 bytes apart along K and
+// 256 along N. Byte of code d of row n:
+MLA_HOST_DEVICE constexpr int MlaWgmmaQ8Offset(int rows, int n, int d) {
+  return (d / 32) * rows * 32 + (n / 8) * 256 + ((d % 32) / 16) * 128 + (n % 8) * 16 + d % 16;
+}
+
+// =============================================================================
+// 16-bit tiles (bf16, converted MXFP4): tokens whole, 16-byte chunks swizzled
+// =============================================================================
 // Chunk c of tile token t (0..63) lies at chunk MlaWgmmaChunkSlot of the
 // token's row. 128-bit shared loads are served per quarter warp (8 lanes);
 // the key spreads the 8 lanes of every K load (2 tokens x 4 chunks) and every
-// V load (4 tokens x 2 chunks) over 8 bank groups. fp8 tokens have 36 chunks:
-// the last 4 (dims 512..575, read only as K) stay in place.
-MLA_HOST_DEVICE constexpr int MlaWgmmaSwizzledChunks(int kv_format) {
-  return kv_format == 1 ? 32 : 72;
+// V load (4 tokens x 2 chunks) over 8 bank groups.
+MLA_HOST_DEVICE constexpr int MlaWgmmaSwizzleKey(int t) {
+  return ((t >> 1) & 1) | ((((t >> 2) ^ t) & 1) << 2);
 }
-MLA_HOST_DEVICE constexpr int MlaWgmmaSwizzleKey(int kv_format, int t) {
-  return kv_format == 1 ? (t & 7) : (((t >> 1) & 1) | ((((t >> 2) ^ t) & 1) << 2));
-}
-MLA_HOST_DEVICE constexpr int MlaWgmmaChunkSlot(int kv_format, int t, int c) {
-  return c < MlaWgmmaSwizzledChunks(kv_format) ? c ^ MlaWgmmaSwizzleKey(kv_format, t) : c;
-}
+MLA_HOST_DEVICE constexpr int MlaWgmmaChunkSlot(int t, int c) { return c ^ MlaWgmmaSwizzleKey(t); }
 
 // ---- QK^T: thread (warp, lane) reads chunk 4 kb + (lane & 3) of tile tokens
 // t = 16 warp + (lane >> 2) and t + 8 (same key: only bits 0..2 count) -------
+// Each 16-byte load (8 elements) feeds two k16 steps.
 MLA_HOST_DEVICE constexpr int MlaWgmmaKToken(int warp, int lane) { return warp * 16 + (lane >> 2); }
 struct MlaWgmmaKOffsets {
   int even, odd;  // byte offset of chunk quad (+ 4) within an 8-chunk group
-  int last;       // fp8: the unswizzled last k-block
 };
-MLA_HOST_DEVICE constexpr MlaWgmmaKOffsets MlaWgmmaKOffsetsOf(int kv_format, int t, int quad) {
-  return {(quad ^ MlaWgmmaSwizzleKey(kv_format, t)) * 16,
-          (quad ^ MlaWgmmaSwizzleKey(kv_format, t) ^ 4) * 16,
-          (MlaWgmmaSwizzledChunks(kv_format) + quad) * 16};
+MLA_HOST_DEVICE constexpr MlaWgmmaKOffsets MlaWgmmaKOffsetsOf(int t, int quad) {
+  return {(quad ^ MlaWgmmaSwizzleKey(t)) * 16, (quad ^ MlaWgmmaSwizzleKey(t) ^ 4) * 16};
 }
 // Byte offset in the token row of k-block kb: chunk 4 kb + quad is
 // 8 (kb / 2) + (4 (kb % 2) + quad), and the key only touches the low 3 bits.
-MLA_HOST_DEVICE constexpr int MlaWgmmaKChunkOffset(int kv_format, int even, int odd, int last,
-                                                   int kb) {
-  return 4 * kb >= MlaWgmmaSwizzledChunks(kv_format) ? last : (kb / 2) * 128 + (kb % 2 ? odd : even);
+MLA_HOST_DEVICE constexpr int MlaWgmmaKChunkOffset(int even, int odd, int kb) {
+  return (kb / 2) * 128 + (kb % 2 ? odd : even);
 }
 
 // ---- P V: thread (warp, lane) reads, for k-step s and t = 0..3, tile token
@@ -56,30 +90,33 @@ MLA_HOST_DEVICE constexpr int MlaWgmmaKChunkOffset(int kv_format, int even, int 
 MLA_HOST_DEVICE constexpr int MlaWgmmaVToken(int step, int lane, int t) {
   return 16 * step + 2 * (lane & 3) + (t % 2) + 8 * (t / 2);
 }
-// Byte offset in the token row of chunk h (bf16: 0 or 1) of those dims, for
-// r = lane >> 2, quad = lane & 3; the token's key depends only on
-// 2 quad + (t % 2) = 2 quad + odd.
-MLA_HOST_DEVICE constexpr int MlaWgmmaVChunkOffset(int kv_format, int warp, int r, int quad, int odd,
-                                                   int h) {
-  return ((kv_format == 1 ? 8 * warp + r : 16 * warp + 2 * r + h) ^
-          MlaWgmmaSwizzleKey(kv_format, 2 * quad + odd)) * 16;
+// Bytes between consecutive tokens' rows where the V loads read.
+MLA_HOST_DEVICE constexpr int MlaWgmmaVTokenPitch(int kv_format) {
+  return kv_format == 1 ? 128 : MlaWgmmaTokenStride(kv_format);
+}
+// Byte offset from the token's row of chunk h (bf16: 0 or 1) of those dims,
+// for r = lane >> 2, quad = lane & 3; the token's key depends only on
+// 2 quad + (t % 2) = 2 quad + odd. fp8: chunk 8 warp + r is block `warp`,
+// position r ^ (token % 8) (MlaWgmmaFp8Offset).
+MLA_HOST_DEVICE constexpr int MlaWgmmaVChunkOffset(int kv_format, int warp, int r, int quad,
+                                                   int odd, int h) {
+  return kv_format == 1 ? warp * 8192 + ((r ^ (2 * quad + odd)) << 4)
+                        : ((16 * warp + 2 * r + h) ^ MlaWgmmaSwizzleKey(2 * quad + odd)) * 16;
 }
 
-// ---- Q^T: the QK^T permutation ----------------------------------------------
+// ---- Q^T: the QK^T permutation (16-bit tiles) --------------------------------
 // The A fragment of k-step s holds, for lane quad q, the logical k columns
 // {2q, 2q+1, 2q+8, 2q+9}; a thread's 16-byte load at byte 64 kb + 16 q of its
-// token feeds k-steps StepsPerLoad * kb + i (elements 4i..4i+3 are that step's
-// four columns). So logical (step s, column k) holds physical dim
-//   4 E (s / L) + E ((k % 8) / 2) + 4 (s % L) + 2 (k / 8) + k % 2
-// (E elements per load, L steps per load), and Q^T is stored that way, in
-// core matrices of 8 rows x 16 bytes: [step][rows / 8][k / 8][row % 8][k % 8].
-// Byte offset of physical dims (d, d + 1), d even, of tile row n (both share a
-// step and a 4-byte word):
-MLA_HOST_DEVICE constexpr int MlaWgmmaQOffset(int kv_format, int rows, int n, int d) {
-  const int e = MlaWgmmaElemsPerLoad(kv_format);
-  const int kb = d / (4 * e), rem = d % (4 * e);
-  const int quad = rem / e, i = (rem % e) / 4, half = (rem % 4) / 2;
-  const int step = kb * MlaWgmmaStepsPerLoad(kv_format) + i;
+// token feeds k-steps 2 kb + i (elements 4i..4i+3 are that step's four
+// columns). So logical (step s, column k) holds physical dim
+//   32 (s / 2) + 8 ((k % 8) / 2) + 4 (s % 2) + 2 (k / 8) + k % 2
+// and Q^T is stored that way, in core matrices of 8 rows x 16 bytes:
+// [step][rows / 8][k / 8][row % 8][k % 8]. Byte offset of physical dims
+// (d, d + 1), d even, of tile row n (both share a step and a 4-byte word):
+MLA_HOST_DEVICE constexpr int MlaWgmmaQOffset(int rows, int n, int d) {
+  const int kb = d / 32, rem = d % 32;
+  const int quad = rem / 8, i = (rem % 8) / 4, half = (rem % 4) / 2;
+  const int step = kb * 2 + i;
   return step * rows * 32 + ((n / 8) * 2 + half) * 128 + (n % 8) * 16 + quad * 4;
 }
 

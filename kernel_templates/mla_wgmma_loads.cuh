@@ -1,6 +1,7 @@
 // Loads of the sm_90a warpgroup-MMA decode path (mla_decode_wgmma.cuh): Q
-// into its permuted core-matrix layout, KV tiles into the swizzled staging
-// buffer, and the K / V^T A fragments from there into registers.
+// into its core-matrix layout (fp8 KV: e4m3 codes; else permuted 16-bit), KV
+// tiles into the swizzled staging buffer, and the K (16-bit tiles) and V^T A
+// fragments from there into registers.
 #ifndef MLAJIT_KERNEL_TEMPLATES_MLA_WGMMA_LOADS_CUH_
 #define MLAJIT_KERNEL_TEMPLATES_MLA_WGMMA_LOADS_CUH_
 
@@ -11,15 +12,15 @@ namespace mla_wgmma {
 
 // ---- layout: mla_wgmma_layout.h ---------------------------------------------
 // Plain row-major staging left the V loads 4-way bank conflicted (measured:
-// 16 wavefronts per 128-bit load, ideal 4); the chunk swizzle fixed it.
-constexpr int SWZ_CHUNKS = MlaWgmmaSwizzledChunks(KV_FORMAT);
-MLA_INLINE int SwzKey(int t) { return MlaWgmmaSwizzleKey(KV_FORMAT, t); }
+// 16 wavefronts per 128-bit load, ideal 4); the chunk swizzles fixed it.
+constexpr int V_PITCH = MlaWgmmaVTokenPitch(KV_FORMAT);
 
 // ---- loads ----------------------------------------------------------------
 
-// Q rows [row_start, row_start + N) -> Smem::q in the permuted core-matrix
-// layout, as f16 scaled by a power of two (fp8 KV) or as bf16 (bf16 KV).
-// Returns the factor that undoes the scaling in the scores. Block-wide.
+// Q rows [row_start, row_start + N) -> Smem::q: for fp8 KV as e4m3 codes
+// (MlaWgmmaQ8Offset; bf16 Q as two terms scaled by a power of two), else as
+// bf16 in the permuted core-matrix layout (MlaWgmmaQOffset). Returns the
+// factor that undoes the scaling in the scores. Block-wide.
 // Thread (n0 = tid / 8, c8 = tid % 8) takes rows n0 + 16 h and, of each, the
 // 16-byte chunks c8 + 8 i: eight neighbouring threads read 128 contiguous
 // bytes, every load of the thread is in flight at once, and a store lands at
@@ -48,11 +49,10 @@ MLA_INLINE float LoadQ(const MlaDecodeParams& p, const MlaSeqInfo& s, int row_st
                       : make_uint4(0, 0, 0, 0);
     }
   }
-  // fp8 KV multiplies in f16: the bf16 Q tile is scaled into f16 range
-  // (F16RangeScale); a8's fp8 values fit f16 as they are.
-  constexpr bool RESCALE = FP8 && Q_MODE == Q_MODE_BF16;
+  // fp8 KV: bf16 Q becomes two e4m3 terms scaled into e4m3 range
+  // (E4m3RangeScale, SplitE4m3x2), a8 its codes.
   float up = 1.0f, back = 1.0f;
-  if (RESCALE) {
+  if (Q_SPLIT) {
     u32 m2 = 0;  // bf16x2 running max of |q|
 #pragma unroll
     for (int h = 0; h < ROW_SETS; ++h) {
@@ -66,25 +66,50 @@ MLA_INLINE float LoadQ(const MlaDecodeParams& p, const MlaSeqInfo& s, int row_st
     if (lane == 0) sm.red[warp] = amax;
     SyncMma();  // red is next written after the tile loop's first barrier
     amax = fmaxf(fmaxf(sm.red[0], sm.red[1]), fmaxf(sm.red[2], sm.red[3]));
-    F16RangeScale(amax, up, back);
+    E4m3RangeScale(amax, up, back);
   }
+  if (FP8) {
+    // Row n's codes of dims 8 c8 + 64 i .. + 7 are 8 contiguous bytes; the
+    // low terms are rows N .. 2N - 1 of the product.
 #pragma unroll
-  for (int h = 0; h < ROW_SETS; ++h) {
-    u8* base = sm.q + MlaWgmmaQOffset(KV_FORMAT, N, n0 + 16 * h, 8 * c8);
+    for (int h = 0; h < ROW_SETS; ++h) {
+      u8* base = sm.q + MlaWgmmaQ8Offset(NS, n0 + 16 * h, 8 * c8);
 #pragma unroll
-    for (int i = 0; i < CHUNKS; ++i) {
-      const u32 w[4] = {v[h][i].x, v[h][i].y, v[h][i].z, v[h][i].w};
+      for (int i = 0; i < CHUNKS; ++i) {
+        const u32 w[4] = {v[h][i].x, v[h][i].y, v[h][i].z, v[h][i].w};
+        u32 hi[2] = {0u, 0u}, lo[2] = {0u, 0u};
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        float lo = Bf16ToFloat(w[j] & 0xffffu), hi = Bf16ToFloat(w[j] >> 16);
-        u32 out = w[j];
-        if (RESCALE) {
-          out = PackF16x2(lo * up, hi * up);
-        } else if (Q_MODE == Q_MODE_FP8) {
-          QuantiseQPair<Q_MODE>(lo, hi, q_scale);
-          out = FP8 ? PackF16x2(lo, hi) : PackBf16x2(lo, hi);
+        for (int j = 0; j < 4; ++j) {
+          const float x0 = Bf16ToFloat(w[j] & 0xffffu), x1 = Bf16ToFloat(w[j] >> 16);
+          const u32 both = Q_SPLIT ? SplitE4m3x2(x0 * up, x1 * up)
+                                   : E4m3x2(x0 / q_scale, x1 / q_scale);  // as QuantiseQPair
+          hi[j / 2] |= (both & 0xffffu) << (16 * (j % 2));
+          lo[j / 2] |= (both >> 16) << (16 * (j % 2));
         }
-        *reinterpret_cast<u32*>(base + MlaWgmmaQOffset(KV_FORMAT, N, 0, 64 * i + 2 * j)) = out;
+        u8* at = base + MlaWgmmaQ8Offset(NS, 0, 64 * i);
+        *reinterpret_cast<uint2*>(at) = make_uint2(hi[0], hi[1]);
+        if (Q_SPLIT) {
+          *reinterpret_cast<uint2*>(at + MlaWgmmaQ8Offset(NS, N, 0)) = make_uint2(lo[0], lo[1]);
+        }
+      }
+    }
+  } else {
+#pragma unroll
+    for (int h = 0; h < ROW_SETS; ++h) {
+      u8* base = sm.q + MlaWgmmaQOffset(N, n0 + 16 * h, 8 * c8);
+#pragma unroll
+      for (int i = 0; i < CHUNKS; ++i) {
+        const u32 w[4] = {v[h][i].x, v[h][i].y, v[h][i].z, v[h][i].w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          float lo = Bf16ToFloat(w[j] & 0xffffu), hi = Bf16ToFloat(w[j] >> 16);
+          u32 out = w[j];
+          if (Q_MODE == Q_MODE_FP8) {
+            QuantiseQPair<Q_MODE>(lo, hi, q_scale);
+            out = PackBf16x2(lo, hi);
+          }
+          *reinterpret_cast<u32*>(base + MlaWgmmaQOffset(N, 0, 64 * i + 2 * j)) = out;
+        }
       }
     }
   }
@@ -94,7 +119,8 @@ MLA_INLINE float LoadQ(const MlaDecodeParams& p, const MlaSeqInfo& s, int row_st
 // Starts copying KV positions [j0, j0 + TILE) below kv_hi into stage `buf`;
 // positions past kv_hi are zero-filled, so masked tokens never inject NaN.
 // Eight lanes per token, each copying every 8th 16-byte chunk; a thread's
-// tokens are 16 apart, so its swizzle key (token & 7) is the same for all.
+// tokens are 16 apart, so its swizzle keys are the same for all (fp8:
+// MlaWgmmaFp8CopyOffset; 16-bit tiles: MlaWgmmaChunkSlot).
 template <bool FULL>  // FULL: every position of the tile is below kv_hi
 MLA_INLINE void CopyKvTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0, int kv_hi,
                            int buf, const Smem& sm) {
@@ -105,23 +131,23 @@ MLA_INLINE void CopyKvTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0
   constexpr int PER_TOKEN = (CHUNKS + LANES - 1) / LANES;
   const u8* kv = static_cast<const u8*>(p.kv);
   const int tok0 = threadIdx.x / LANES, first = threadIdx.x % LANES;
-  // MlaWgmmaChunkSlot: chunk first + 8i -> (first ^ key) + 8i (the key only
-  // touches the low 3 bits), for the swizzled chunks.
-  const int swizzled = (first ^ SwzKey(tok0)) * 16;
-  u8* dst0 = sm.raw + (buf * TILE + tok0) * RAW_STRIDE;
+  // 16-bit tiles: chunk first + 8i -> (first ^ key) + 8i (the key only
+  // touches the low 3 bits).
+  const int swizzled = (first ^ MlaWgmmaSwizzleKey(tok0)) * 16;
+  u8* stage = sm.raw + buf * STAGE_BYTES;
 #pragma unroll
   for (int pass = 0; pass < TILE / TOKENS_PER_PASS; ++pass) {
     const int tok = tok0 + pass * TOKENS_PER_PASS;
     const int j = j0 + tok;
     const bool valid = FULL || j < kv_hi;
     const u8* src = kv + KvSlot<PAGE_SIZE>(p, s, valid ? j : j0) * TOKEN_BYTES + first * 16;
-    u8* dst = dst0 + pass * TOKENS_PER_PASS * RAW_STRIDE;
 #pragma unroll
     for (int i = 0; i < PER_TOKEN; ++i) {
       const int c = first + i * LANES;
       if (CHUNKS % LANES == 0 || c < CHUNKS) {
-        const int at = c < SWZ_CHUNKS ? swizzled + i * LANES * 16 : c * 16;
-        CpAsync16(dst + at, src + i * LANES * 16, valid);
+        const int at = FP8 ? MlaWgmmaFp8CopyOffset(tok0, first, pass, i)
+                           : tok * RAW_STRIDE + swizzled + i * LANES * 16;
+        CpAsync16(stage + at, src + i * LANES * 16, valid);
       }
     }
   }
@@ -137,25 +163,23 @@ MLA_INLINE void IssueKvTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j
 
 // ---- A fragments from the raw tile ----------------------------------------
 
-// K rows of this thread (tokens r and r + 8 of its warp's 16, which share a
-// swizzle key): the raw 16 bytes of k-block kb (chunk 4 kb + quad) of both,
-// loaded one k-block ahead of their conversion.
+// 16-bit tiles: K rows of this thread (tokens r and r + 8 of its warp's 16,
+// which share a swizzle key): the 16 bytes of k-block kb (chunk 4 kb + quad)
+// of both, loaded one k-block ahead of their use.
 struct KRaw {
   uint4 x, y;
 };
 struct KAddr {
   const u8* row;  // token r of the warp in stage 0
   int even, odd;  // swizzled byte offset of chunk quad (+4) within an 8-chunk group
-  int last;       // fp8: the unswizzled last k-block
 };
 MLA_INLINE KAddr MakeKAddr(const u8* raw, int warp, int r, int quad) {
   const int t = warp * 16 + r;  // MlaWgmmaKToken
-  const MlaWgmmaKOffsets o = MlaWgmmaKOffsetsOf(KV_FORMAT, t, quad);
-  return {raw + t * RAW_STRIDE, o.even, o.odd, o.last};
+  const MlaWgmmaKOffsets o = MlaWgmmaKOffsetsOf(t, quad);
+  return {raw + t * RAW_STRIDE, o.even, o.odd};
 }
 MLA_INLINE KRaw LoadK(const KAddr& k, int tile_off, int kb) {
-  const int off = MlaWgmmaKChunkOffset(KV_FORMAT, k.even, k.odd, k.last, kb);
-  const u8* p = k.row + tile_off + off;
+  const u8* p = k.row + tile_off + MlaWgmmaKChunkOffset(k.even, k.odd, kb);
   return {*reinterpret_cast<const uint4*>(p), *reinterpret_cast<const uint4*>(p + 8 * RAW_STRIDE)};
 }
 // k-block -> STEPS_PER_LOAD k-steps of A fragments.
@@ -164,22 +188,18 @@ MLA_INLINE void KFragments(const KRaw& raw, u32 (&a)[STEPS_PER_LOAD][4]) {
   const u32 ys[4] = {raw.y.x, raw.y.y, raw.y.z, raw.y.w};
 #pragma unroll
   for (int i = 0; i < STEPS_PER_LOAD; ++i) {
-    if (FP8) {
-      Fp8x4ToF16x4(xs[i], a[i][0], a[i][2]);
-      Fp8x4ToF16x4(ys[i], a[i][1], a[i][3]);
-    } else {
-      a[i][0] = xs[2 * i];
-      a[i][2] = xs[2 * i + 1];
-      a[i][1] = ys[2 * i];
-      a[i][3] = ys[2 * i + 1];
-    }
+    a[i][0] = xs[2 * i];
+    a[i][2] = xs[2 * i + 1];
+    a[i][1] = ys[2 * i];
+    a[i][3] = ys[2 * i + 1];
   }
 }
 
 // V^T of k-step `step`: tokens 16 * step + {2q, 2q+1, 2q+8, 2q+9}, this
 // thread's 16 output dims of each: 16 bytes per token for fp8 (chunk
 // 8 warp + r), 32 for bf16 (chunks 16 warp + 2r + {0, 1}), swizzled by the
-// token's key, which depends only on 2q + (token & 1). Loaded one k-step ahead.
+// token's key, which depends only on 2q + (token & 1) (MlaWgmmaVChunkOffset).
+// Loaded one k-step ahead.
 struct VRaw {
   uint4 t[4][ESIZE];
 };
@@ -189,7 +209,7 @@ struct VAddr {
 };
 MLA_INLINE VAddr MakeVAddr(const u8* raw, int warp, int r, int quad) {
   VAddr v;
-  v.quad_row = raw + 2 * quad * RAW_STRIDE;
+  v.quad_row = raw + 2 * quad * V_PITCH;
 #pragma unroll
   for (int odd = 0; odd < 2; ++odd) {
 #pragma unroll
@@ -202,7 +222,7 @@ MLA_INLINE VRaw LoadV(const VAddr& va, int tile_off, int step) {
   VRaw v;
 #pragma unroll
   for (int t = 0; t < 4; ++t) {
-    const u8* row = va.quad_row + tile_off + (16 * step + (t % 2) + 8 * (t / 2)) * RAW_STRIDE;
+    const u8* row = va.quad_row + tile_off + (16 * step + (t % 2) + 8 * (t / 2)) * V_PITCH;
 #pragma unroll
     for (int h = 0; h < ESIZE; ++h)
       v.t[t][h] = *reinterpret_cast<const uint4*>(row + va.off[t % 2][h]);

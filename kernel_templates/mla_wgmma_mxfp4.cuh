@@ -102,8 +102,7 @@ MLA_INLINE void StoreMxShare(const MxShare& sh, u8* dst, int tid) {
     }
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      *reinterpret_cast<uint4*>(row + MlaWgmmaChunkSlot(KV_FORMAT, tok, 4 * blk + (i ^ rot)) * 16) =
-          w[i];
+      *reinterpret_cast<uint4*>(row + MlaWgmmaChunkSlot(tok, 4 * blk + (i ^ rot)) * 16) = w[i];
     }
   }
 }
@@ -147,7 +146,7 @@ MLA_INLINE void CopyAndConvertTiles(const MlaDecodeParams& p, const Smem& sm, in
       CpAsyncCommit();
       const int u = g + t, b = MxBuffer(u);  // b == c with two converters
       MbarWait(&sm.empty[b], MxParity(u) ^ 1u);  // the first round passes at once
-      StoreMxShare(sh, sm.raw + b * TILE * RAW_STRIDE, tid);
+      StoreMxShare(sh, sm.raw + b * STAGE_BYTES, tid);
       MbarArrive(&sm.full[b]);
     }
     // The epilogue's use: the tile is handed over as it is.

@@ -1,9 +1,10 @@
-// Shared-memory-operand ("SS") warpgroup MMAs of the 64-row sm_90a decode path
-// (mla_decode_wgmma_rows.cuh): both operands are read through matrix
+// Shared-memory-operand ("SS") warpgroup MMAs of the sm_90a decode paths
+// (mla_decode_wgmma_rows.cuh, and S of mla_decode_wgmma.cuh): both operands are read through matrix
 // descriptors (mla_wgmma_common.cuh's Desc), accumulators are fp32.
 //   SsM64N64K16:  S [64 x 64]  (+)= A [64 x 16] . B [16 x 64], both K-major
-//   SsM64N64K32E4m3: the same for a k32 step of e4m3 operands (a8 Q, the KV
-//                 tile as stored), both K-major (fp8 has no transpose)
+//   SsE4m3<NN>:   D [64 x NN] (+)= A [64 x 32] . B [32 x NN] for e4m3 operands
+//                 (a8 Q, the KV tile as stored), both K-major (fp8 has no
+//                 transpose); NN = 64 for the 64-row path, 16..64 for swap AB
 //   SsM64N256K16: O [64 x 256] (+)= A [64 x 16] . B [16 x 256], A K-major and
 //                 B MN-major (the transpose bit set: 16-bit types only)
 // TYPE is the operand type, f16 or bf16. The register lists are spelled out:
@@ -52,6 +53,25 @@ using mla_wgmma::Desc;
       : MLA_ACC8(0), MLA_ACC8(8), MLA_ACC8(16), MLA_ACC8(24)                        \
       : "r"(a.lo), "r"(a.hi), "r"(b.lo), "r"(b.hi), "r"(accumulate))
 
+// m64nNk32 e4m3 for the swap-AB path's S (N = 16, 32): 8 or 16 accumulators.
+#define MLA_WGMMA_SS_N16_E4M3                                         \
+  asm volatile(                                                       \
+      "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, %12, 0;\n" \
+      "mov.b64 da, {%8, %9};\nmov.b64 db, {%10, %11};\n"              \
+      "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 "         \
+      "{%0, %1, %2, %3, %4, %5, %6, %7}, da, db, p, 1, 1;\n}\n"       \
+      : MLA_ACC8(0)                                                   \
+      : "r"(a.lo), "r"(a.hi), "r"(b.lo), "r"(b.hi), "r"(accumulate))
+#define MLA_WGMMA_SS_N32_E4M3                                                               \
+  asm volatile(                                                                             \
+      "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, %20, 0;\n"                       \
+      "mov.b64 da, {%16, %17};\nmov.b64 db, {%18, %19};\n"                                  \
+      "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 "                               \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, da, db, p, " \
+      "1, 1;\n}\n"                                                                          \
+      : MLA_ACC8(0), MLA_ACC8(8)                                                            \
+      : "r"(a.lo), "r"(a.hi), "r"(b.lo), "r"(b.hi), "r"(accumulate))
+
 #define MLA_WGMMA_SS_N256(TYPE)                                                               \
   asm volatile(                                                                               \
       "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, %132, 0;\n"                        \
@@ -72,8 +92,18 @@ MLA_INLINE void SsM64N64K16(float (&d)[32], Desc a, Desc b, int accumulate) {
   }
 }
 
-MLA_INLINE void SsM64N64K32E4m3(float (&d)[32], Desc a, Desc b, int accumulate) {
-  MLA_WGMMA_SS_N64_E4M3;
+// d (+)= A . B for one m64 x NN x k32 step of e4m3 operands; NN = 16, 32, 64
+// (NN / 2 accumulators at d).
+template <int NN>
+MLA_INLINE void SsE4m3(float* d, Desc a, Desc b, int accumulate) {
+  static_assert(NN == 16 || NN == 32 || NN == 64, "wgmma N of the e4m3 product");
+  if (NN == 16) {
+    MLA_WGMMA_SS_N16_E4M3;
+  } else if (NN == 32) {
+    MLA_WGMMA_SS_N32_E4M3;
+  } else {
+    MLA_WGMMA_SS_N64_E4M3;
+  }
 }
 
 template <bool BF16>
@@ -87,6 +117,8 @@ MLA_INLINE void SsM64N256K16(float (&d)[128], Desc a, Desc b, int accumulate) {
 
 #undef MLA_WGMMA_SS_N64
 #undef MLA_WGMMA_SS_N64_E4M3
+#undef MLA_WGMMA_SS_N16_E4M3
+#undef MLA_WGMMA_SS_N32_E4M3
 #undef MLA_WGMMA_SS_N256
 #undef MLA_WGMMA_SS_REGS_32
 #undef MLA_WGMMA_SS_REGS_128

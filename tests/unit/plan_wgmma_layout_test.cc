@@ -1,9 +1,11 @@
 // The index maps of the sm_90a warpgroup-MMA decode path
-// (kernel_templates/mla_wgmma_layout.h): every map is a bijection, the
-// closed forms the kernel uses agree with the maps, and every 16-byte shared
-// load of a warp reaches 8 different bank groups in each quarter warp (the
+// (kernel_templates/mla_wgmma_layout.h): every map is a bijection, the fp8
+// stage is the hardware's swizzles where S's descriptors read it, the closed
+// forms the kernel uses agree with the maps, and every 16-byte shared access
+// of a warp reaches 8 different bank groups in each quarter warp (the
 // measured cause of a 4x slowdown of the V loads before the swizzle).
 #include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -14,13 +16,8 @@
 namespace mlajit::plan {
 namespace {
 
-constexpr int kFormats[] = {0, 1};  // bf16, fp8
-constexpr int kTile = 64;           // tokens per tile
+constexpr int kTile = 64;  // tokens per tile
 constexpr int kWarps = 4;
-
-int TokenBytes(int kv) { return kv == 1 ? 576 : 1152; }
-int Chunks(int kv) { return TokenBytes(kv) / 16; }
-int ElemBytes(int kv) { return kv == 1 ? 1 : 2; }
 
 // 128-bit shared accesses are served per quarter warp: the 8 lanes of each
 // quarter must reach 8 different 16-byte bank groups (or share a chunk).
@@ -29,6 +26,7 @@ void ExpectConflictFree(const std::vector<int>& lane_bytes, const std::string& w
   for (int q = 0; q < 4; ++q) {
     std::set<int> groups, chunks;
     for (int l = 8 * q; l < 8 * q + 8; ++l) {
+      if (lane_bytes[l] < 0) continue;  // lane not taking part
       EXPECT_EQ(lane_bytes[l] % 16, 0) << what;
       chunks.insert(lane_bytes[l] / 16);
       groups.insert((lane_bytes[l] / 16) % 8);
@@ -37,57 +35,138 @@ void ExpectConflictFree(const std::vector<int>& lane_bytes, const std::string& w
   }
 }
 
-TEST(WgmmaLayout, SwizzlePermutesTheChunksOfEveryToken) {
-  for (int kv : kFormats) {
-    EXPECT_EQ(MlaWgmmaTokenStride(kv), TokenBytes(kv));
+// ---- fp8: the tile as stored, read by S through descriptors ------------------
+
+// What the hardware reads for a swizzled K-major operand at byte address a
+// (relative to a 1024-byte aligned stage): the 16-byte unit index, bits 4..6
+// (128-byte swizzle) or 4..5 (64-byte), XORed with bits 7..9 or 7..8.
+int Swizzle128(int a) { return a ^ (((a >> 7) & 7) << 4); }
+int Swizzle64(int a) { return a ^ (((a >> 7) & 3) << 4); }
+
+TEST(WgmmaLayout, Fp8StageIsTheHardwareSwizzlesAndABijection) {
+  EXPECT_EQ(MlaWgmmaStageBytes(1), kTile * 576);
+  EXPECT_EQ(kMlaWgmmaFp8RopeBlock % 1024, 0);
+  std::set<int> slots;
+  for (int t = 0; t < kTile; ++t) {
+    for (int c = 0; c < 36; ++c) {
+      const int offset = MlaWgmmaFp8Offset(t, c);
+      // Unswizzled: blocks of 128 codes with 128-byte rows, then the rope
+      // block with 64-byte rows.
+      const int linear = c < 32 ? (c / 8) * 8192 + t * 128 + (c % 8) * 16
+                                : kMlaWgmmaFp8RopeBlock + t * 64 + (c - 32) * 16;
+      EXPECT_EQ(offset, c < 32 ? Swizzle128(linear) : Swizzle64(linear))
+          << "token " << t << " chunk " << c;
+      EXPECT_GE(offset, 0);
+      EXPECT_LT(offset, MlaWgmmaStageBytes(1));
+      slots.insert(offset / 16);
+    }
+  }
+  EXPECT_EQ(slots.size(), static_cast<size_t>(kTile * 36));
+}
+
+// S^T = K Q^T: k32 step k covers codes 32k .. 32k + 31. For token row t and
+// K chunk j (0, 1) the hardware reads start + 8-row group stride (1024 in the
+// 128-byte blocks, 512 in the 64-byte one) + row * row bytes + 16 j, swizzled.
+TEST(WgmmaLayout, Fp8KStepsReadTheirCodes) {
+  for (int k = 0; k < 18; ++k) {
+    const bool rope = k >= 16;
     for (int t = 0; t < kTile; ++t) {
-      std::set<int> slots;
-      for (int c = 0; c < Chunks(kv); ++c) slots.insert(MlaWgmmaChunkSlot(kv, t, c));
-      EXPECT_EQ(slots.size(), static_cast<size_t>(Chunks(kv))) << "kv " << kv << " token " << t;
-      EXPECT_EQ(*slots.rbegin(), Chunks(kv) - 1);
+      for (int j = 0; j < 2; ++j) {
+        const int linear =
+            rope ? MlaWgmmaFp8KStepOffset(k) + (t / 8) * 512 + (t % 8) * 64 + 16 * j
+                 : MlaWgmmaFp8KStepOffset(k) + (t / 8) * 1024 + (t % 8) * 128 + 16 * j;
+        EXPECT_EQ(rope ? Swizzle64(linear) : Swizzle128(linear), MlaWgmmaFp8Offset(t, 2 * k + j))
+            << "k-step " << k << " token " << t;
+      }
     }
   }
 }
 
-TEST(WgmmaLayout, KLoadsFollowTheSwizzleWithoutBankConflicts) {
-  for (int kv : kFormats) {
-    const int k_blocks = TokenBytes(kv) / 64;
-    for (int warp = 0; warp < kWarps; ++warp) {
-      for (int kb = 0; kb < k_blocks; ++kb) {
-        for (int plus8 : {0, 8}) {
-          std::vector<int> bytes;
-          for (int lane = 0; lane < 32; ++lane) {
-            const int quad = lane & 3, t = MlaWgmmaKToken(warp, lane);
-            const MlaWgmmaKOffsets o = MlaWgmmaKOffsetsOf(kv, t, quad);
-            const int off = MlaWgmmaKChunkOffset(kv, o.even, o.odd, o.last, kb);
-            // Token t + 8 shares t's offsets: the key reads bits 0..2 only.
-            EXPECT_EQ(off, 16 * MlaWgmmaChunkSlot(kv, t + plus8, 4 * kb + quad))
-                << "kv " << kv << " warp " << warp << " kb " << kb << " lane " << lane;
-            bytes.push_back((t + plus8) * MlaWgmmaTokenStride(kv) + off);
+// The copy: thread tid takes chunks tid % 8 + 8 i of tokens tid / 8 + 16 pass;
+// every chunk is written once, where MlaWgmmaFp8Offset says, and the writes
+// of a quarter warp (one token) reach different bank groups.
+TEST(WgmmaLayout, Fp8TileCopyWritesEveryChunkOnceWithoutBankConflicts) {
+  std::set<int> written;
+  for (int pass = 0; pass < kTile / 16; ++pass) {
+    for (int i = 0; i < 5; ++i) {
+      for (int warp = 0; warp < kWarps; ++warp) {
+        std::vector<int> bytes;
+        for (int lane = 0; lane < 32; ++lane) {
+          const int tid = 32 * warp + lane, tok0 = tid / 8, first = tid % 8;
+          const int c = first + 8 * i;
+          if (c >= 36) {
+            bytes.push_back(-1);
+            continue;
           }
-          ExpectConflictFree(bytes, "K load kv " + std::to_string(kv) + " kb " + std::to_string(kb));
+          const int at = MlaWgmmaFp8CopyOffset(tok0, first, pass, i);
+          EXPECT_EQ(at, MlaWgmmaFp8Offset(tok0 + 16 * pass, c)) << "tid " << tid << " i " << i;
+          written.insert(at);
+          bytes.push_back(at);
+        }
+        ExpectConflictFree(bytes,
+                           "fp8 copy pass " + std::to_string(pass) + " i " + std::to_string(i));
+      }
+    }
+  }
+  EXPECT_EQ(written.size(), static_cast<size_t>(kTile * 36));
+}
+
+// Q^T codes: the no-swizzle K-major core-matrix layout the descriptor reads
+// (8 rows x 16 codes, 128 bytes apart along K and 256 along N), every code
+// once, and LoadQ's split into a per-thread base plus constants.
+TEST(WgmmaLayout, Fp8QOffsetIsTheCoreMatrixLayout) {
+  for (int rows : {16, 32, 64}) {
+    std::set<int> bytes;
+    for (int n = 0; n < rows; ++n) {
+      for (int d = 0; d < 576; ++d) {
+        const int k = d / 32, kk = d % 32;
+        const int want = k * rows * 32 + (n / 8) * 256 + (kk / 16) * 128 + (n % 8) * 16 + kk % 16;
+        ASSERT_EQ(MlaWgmmaQ8Offset(rows, n, d), want) << "rows " << rows << " n " << n;
+        bytes.insert(want);
+      }
+    }
+    EXPECT_EQ(bytes.size(), static_cast<size_t>(rows * 576));
+    for (int n = 0; n < rows / 2; ++n) {
+      for (int c8 = 0; c8 < 8; ++c8) {
+        for (int i = 0; i < 9; ++i) {
+          for (int j = 0; j < 8; ++j) {
+            const int base = MlaWgmmaQ8Offset(rows, n, 8 * c8);
+            ASSERT_EQ(MlaWgmmaQ8Offset(rows, n, 8 * c8 + 64 * i + j),
+                      base + MlaWgmmaQ8Offset(rows, 0, 64 * i) + j);
+            // The low terms: row n + rows / 2 of the product.
+            ASSERT_EQ(
+                MlaWgmmaQ8Offset(rows, n + rows / 2, 8 * c8 + 64 * i + j),
+                base + MlaWgmmaQ8Offset(rows, 0, 64 * i) + MlaWgmmaQ8Offset(rows, rows / 2, 0) + j);
+          }
         }
       }
     }
   }
 }
 
-TEST(WgmmaLayout, VLoadsFollowTheSwizzleWithoutBankConflicts) {
-  for (int kv : kFormats) {
+// ---- the V loads (fp8 and 16-bit tiles) ----------------------------------------
+
+TEST(WgmmaLayout, VLoadsReadTheirDimsWithoutBankConflicts) {
+  for (int kv : {0, 1}) {
+    const int elem_bytes = kv == 1 ? 1 : 2;
     for (int warp = 0; warp < kWarps; ++warp) {
       for (int step = 0; step < kTile / 16; ++step) {
         for (int t = 0; t < 4; ++t) {
-          for (int h = 0; h < ElemBytes(kv); ++h) {
+          for (int h = 0; h < elem_bytes; ++h) {
             std::vector<int> bytes;
             for (int lane = 0; lane < 32; ++lane) {
               const int r = lane >> 2, quad = lane & 3;
               const int token = MlaWgmmaVToken(step, lane, t);
               // The thread's 16 output dims, 16 bytes of fp8 or 2 x 16 of bf16.
-              const int chunk = (MlaWgmmaOutDimBase(warp, lane) * ElemBytes(kv)) / 16 + h;
-              const int off = MlaWgmmaVChunkOffset(kv, warp, r, quad, t % 2, h);
-              EXPECT_EQ(off, 16 * MlaWgmmaChunkSlot(kv, token, chunk))
-                  << "kv " << kv << " warp " << warp << " step " << step << " lane " << lane;
-              bytes.push_back(token * MlaWgmmaTokenStride(kv) + off);
+              const int chunk = (MlaWgmmaOutDimBase(warp, lane) * elem_bytes) / 16 + h;
+              const int at = token * MlaWgmmaVTokenPitch(kv) +
+                             MlaWgmmaVChunkOffset(kv, warp, r, quad, t % 2, h);
+              const int want =
+                  kv == 1 ? MlaWgmmaFp8Offset(token, chunk)
+                          : token * MlaWgmmaTokenStride(kv) + 16 * MlaWgmmaChunkSlot(token, chunk);
+              EXPECT_EQ(at, want) << "kv " << kv << " warp " << warp << " step " << step << " lane "
+                                  << lane;
+              bytes.push_back(at);
             }
             ExpectConflictFree(bytes, "V load kv " + std::to_string(kv) + " step " +
                                           std::to_string(step) + " t " + std::to_string(t));
@@ -98,70 +177,90 @@ TEST(WgmmaLayout, VLoadsFollowTheSwizzleWithoutBankConflicts) {
   }
 }
 
+// ---- 16-bit tiles (bf16; MXFP4 after conversion) ----------------------------
+
+TEST(WgmmaLayout, SwizzlePermutesTheChunksOfEveryToken) {
+  EXPECT_EQ(MlaWgmmaTokenStride(0), 1152);
+  EXPECT_EQ(MlaWgmmaStageBytes(0), kTile * 1152);
+  for (int t = 0; t < kTile; ++t) {
+    std::set<int> slots;
+    for (int c = 0; c < 72; ++c) slots.insert(MlaWgmmaChunkSlot(t, c));
+    EXPECT_EQ(slots.size(), 72u) << "token " << t;
+    EXPECT_EQ(*slots.rbegin(), 71);
+  }
+}
+
+TEST(WgmmaLayout, KLoadsFollowTheSwizzleWithoutBankConflicts) {
+  for (int warp = 0; warp < kWarps; ++warp) {
+    for (int kb = 0; kb < 1152 / 64; ++kb) {
+      for (int plus8 : {0, 8}) {
+        std::vector<int> bytes;
+        for (int lane = 0; lane < 32; ++lane) {
+          const int quad = lane & 3, t = MlaWgmmaKToken(warp, lane);
+          const MlaWgmmaKOffsets o = MlaWgmmaKOffsetsOf(t, quad);
+          const int off = MlaWgmmaKChunkOffset(o.even, o.odd, kb);
+          // Token t + 8 shares t's offsets: the key reads bits 0..2 only.
+          EXPECT_EQ(off, 16 * MlaWgmmaChunkSlot(t + plus8, 4 * kb + quad))
+              << "warp " << warp << " kb " << kb << " lane " << lane;
+          bytes.push_back((t + plus8) * MlaWgmmaTokenStride(0) + off);
+        }
+        ExpectConflictFree(bytes, "K load kb " + std::to_string(kb));
+      }
+    }
+  }
+}
+
 // The tile copy: thread tid copies chunks (tid % 8) + 8i of tokens tid / 8 +
 // 16 pass to (first ^ key(tid / 8)) + 8i — the swizzle, with one key per thread.
 TEST(WgmmaLayout, TileCopyWritesEveryChunkWhereTheSwizzleSays) {
-  for (int kv : kFormats) {
-    std::set<std::pair<int, int>> written;
-    for (int tid = 0; tid < 128; ++tid) {
-      const int tok0 = tid / 8, first = tid % 8;
-      for (int pass = 0; pass < kTile / 16; ++pass) {
-        const int tok = tok0 + 16 * pass;
-        for (int i = 0; 8 * i < Chunks(kv); ++i) {
-          const int c = first + 8 * i;
-          if (c >= Chunks(kv)) continue;
-          const int slot = c < MlaWgmmaSwizzledChunks(kv)
-                               ? (first ^ MlaWgmmaSwizzleKey(kv, tok0)) + 8 * i
-                               : c;
-          EXPECT_EQ(slot, MlaWgmmaChunkSlot(kv, tok, c)) << "kv " << kv << " tid " << tid;
-          written.insert({tok, slot});
-        }
+  std::set<std::pair<int, int>> written;
+  for (int tid = 0; tid < 128; ++tid) {
+    const int tok0 = tid / 8, first = tid % 8;
+    for (int pass = 0; pass < kTile / 16; ++pass) {
+      const int tok = tok0 + 16 * pass;
+      for (int i = 0; i < 9; ++i) {
+        const int c = first + 8 * i;
+        const int slot = (first ^ MlaWgmmaSwizzleKey(tok0)) + 8 * i;
+        EXPECT_EQ(slot, MlaWgmmaChunkSlot(tok, c)) << "tid " << tid;
+        written.insert({tok, slot});
       }
     }
-    EXPECT_EQ(written.size(), static_cast<size_t>(kTile * Chunks(kv))) << "kv " << kv;
   }
+  EXPECT_EQ(written.size(), static_cast<size_t>(kTile * 72));
 }
 
 // Q^T: logical (k-step s, column k) of row n must hold the physical dim the
 // K fragments put there, at the core-matrix position the descriptor reads
 // (8 rows x 16 bytes per core matrix, 128 bytes apart along K, 256 along N).
 TEST(WgmmaLayout, QOffsetIsTheInverseOfTheQkPermutation) {
-  for (int kv : kFormats) {
-    const int e = MlaWgmmaElemsPerLoad(kv), l = MlaWgmmaStepsPerLoad(kv);
-    for (int rows : {16, 32}) {
-      std::set<int> words;
-      for (int n = 0; n < rows; ++n) {
-        for (int s = 0; s < 576 / 16; ++s) {
-          for (int k = 0; k < 16; ++k) {
-            const int d = 4 * e * (s / l) + e * ((k % 8) / 2) + 4 * (s % l) + 2 * (k / 8) + k % 2;
-            const int at = MlaWgmmaQOffset(kv, rows, n, d & ~1) + 2 * (d & 1);
-            const int want = s * rows * 32 + ((n / 8) * 2 + k / 8) * 128 + (n % 8) * 16 + (k % 8) * 2;
-            ASSERT_EQ(at, want) << "kv " << kv << " rows " << rows << " n " << n << " s " << s
-                                << " k " << k;
-            words.insert(at);
-          }
+  for (int rows : {16, 32}) {
+    std::set<int> words;
+    for (int n = 0; n < rows; ++n) {
+      for (int s = 0; s < 576 / 16; ++s) {
+        for (int k = 0; k < 16; ++k) {
+          const int d = 32 * (s / 2) + 8 * ((k % 8) / 2) + 4 * (s % 2) + 2 * (k / 8) + k % 2;
+          const int at = MlaWgmmaQOffset(rows, n, d & ~1) + 2 * (d & 1);
+          const int want = s * rows * 32 + ((n / 8) * 2 + k / 8) * 128 + (n % 8) * 16 + (k % 8) * 2;
+          ASSERT_EQ(at, want) << "rows " << rows << " n " << n << " s " << s << " k " << k;
+          words.insert(at);
         }
       }
-      EXPECT_EQ(words.size(), static_cast<size_t>(rows * 576)) << "every element once";
     }
+    EXPECT_EQ(words.size(), static_cast<size_t>(rows * 576)) << "every element once";
   }
 }
 
 // LoadQ stores chunk c8 + 8 i of row n at a per-thread base plus a constant:
 // Offset(n, 8 c8 + 64 i + 2 j) = Offset(n, 8 c8) + Offset(0, 64 i + 2 j).
 TEST(WgmmaLayout, QOffsetSplitsIntoThreadBaseAndConstant) {
-  for (int kv : kFormats) {
-    for (int rows : {16, 32}) {
-      for (int n = 0; n < rows; ++n) {
-        for (int c8 = 0; c8 < 8; ++c8) {
-          for (int i = 0; i < 576 / 64; ++i) {
-            for (int j = 0; j < 4; ++j) {
-              ASSERT_EQ(MlaWgmmaQOffset(kv, rows, n, 8 * c8 + 64 * i + 2 * j),
-                        MlaWgmmaQOffset(kv, rows, n, 8 * c8) +
-                            MlaWgmmaQOffset(kv, rows, 0, 64 * i + 2 * j))
-                  << "kv " << kv << " rows " << rows << " n " << n << " c8 " << c8 << " i " << i
-                  << " j " << j;
-            }
+  for (int rows : {16, 32}) {
+    for (int n = 0; n < rows; ++n) {
+      for (int c8 = 0; c8 < 8; ++c8) {
+        for (int i = 0; i < 576 / 64; ++i) {
+          for (int j = 0; j < 4; ++j) {
+            ASSERT_EQ(MlaWgmmaQOffset(rows, n, 8 * c8 + 64 * i + 2 * j),
+                      MlaWgmmaQOffset(rows, n, 8 * c8) + MlaWgmmaQOffset(rows, 0, 64 * i + 2 * j))
+                << "rows " << rows << " n " << n << " c8 " << c8 << " i " << i << " j " << j;
           }
         }
       }
