@@ -125,14 +125,19 @@ TileShape ChooseTiles(const std::string& arch, int rows_per_sequence, KvFormat k
       t.ctas_per_sm = CtasPerSm(arch, t);
     };
     shape(rows_per_sequence <= 16 ? 16 : 32);
-    // A small batch: more CTAs beat more rows per KV byte. The threshold is 6
-    // wide units per SM, 3 for each of fp8's two CTAs; bf16, one CTA per SM,
-    // takes the same (H200, RESULTS.md v17: bf16 (32,1,1024,32), 3.9 units
-    // per SM, 16-row tiles 28.2 against 29.3 us in three alternating rounds).
-    // MXFP4 converts each KV tile once per row tile, which halves 16-row
-    // tiles' worth: 2 wide units per SM (v19: 32-row tiles 29.3 against 33.3
-    // us at 3.9 units per SM, 20.4 against 16.9 at 0.5 units per SM).
-    if (t.block_m == 32 && rows_per_sequence <= 32 && SmallBatchPerSm(work, mxfp4 ? 2 : 6)) {
+    // A small batch: more CTAs beat more rows per KV byte. The threshold is
+    // 12 wide units per SM for fp8 (6 for each of its two CTAs; H200,
+    // RESULTS.md v21, after S became one e4m3 product: 32-row tiles lost by
+    // 9 % at 7.8 units per SM, (8,1,8192,32) 31.8 against 28.9 us, tied at
+    // 15.5 and won by 6 % at 31; at 3.9 and 0.5 units per SM they lost by 15
+    // and 28 %) and 6 for bf16, one CTA per SM (v17: bf16
+    // (32,1,1024,32), 3.9 units per SM, 16-row tiles 28.2 against 29.3 us in
+    // three alternating rounds). MXFP4 converts each KV tile once per row
+    // tile, which halves 16-row tiles' worth: 2 wide units per SM (v19:
+    // 32-row tiles 29.3 against 33.3 us at 3.9 units per SM, 20.4 against 16.9
+    // at 0.5 units per SM).
+    const int small_below = mxfp4 ? 2 : kv_format == KvFormat::kFp8E4m3 ? 12 : 6;
+    if (t.block_m == 32 && rows_per_sequence <= 32 && SmallBatchPerSm(work, small_below)) {
       shape(16);
     }
     return t;

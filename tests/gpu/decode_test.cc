@@ -171,6 +171,28 @@ TEST_F(GpuDecodeTest, MmaSyncTilesEveryKvFormat) {
   }
 }
 
+TEST_F(GpuDecodeTest, Fp8RowTilesFollowTheBatch) {
+  // fp8 with 32 rows per sequence on Hopper (tile_policy.cc): 16-row swap-AB
+  // tiles below 12 wide units per SM, 32-row tiles from there (fixed lengths:
+  // 8 x 8192 tokens are 1024 wide units, 16 x 8192 are 2048, against 1584 on
+  // 132 SMs); both Q modes, S with Q in one or two e4m3 terms.
+  struct Case {
+    Shape shape;
+    int hopper_rows;
+  };
+  for (QMode m : {QMode::kBf16, QMode::kFp8}) {
+    for (const Case& k : {Case{{32, 1, 8192, 8, 0}, 16}, Case{{32, 1, 8192, 16, 64}, 32}}) {
+      BatchConfig c = WithShape(KvFormat::kFp8E4m3, m, k.shape);
+      c.lengths = LengthDistribution::kFixed;
+      const std::string plan = ExpectMatchesAndDescribe(*harness_, c);
+      if (OnHopper(*harness_)) {
+        EXPECT_EQ(IntField(plan, "block_m"), k.hopper_rows) << plan;
+        EXPECT_EQ(IntField(plan, "num_warps"), 4) << plan;
+      }
+    }
+  }
+}
+
 TEST_F(GpuDecodeTest, Mxfp4TilesOfUpTo32Rows) {
   // MXFP4 with at most 32 rows per sequence on Hopper (tile_policy.cc): the
   // swap-AB path, 32-row tiles with one converting warpgroup (8 warps) or,

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -159,16 +160,20 @@ TEST(TilePolicy, SmallBatchesTakeNarrowRowTilesOnTheWgmmaPath) {
     EXPECT_EQ(ChooseTiles("sm_90a", 32, f).block_m, 32);  // unknown batch: the large-batch shape
     EXPECT_EQ(ChooseTiles("sm_90a", 16, f, &large).block_m, 16);
   }
-  // The threshold: 6 wide units per SM, for fp8 (2 CTAs per SM) and bf16
-  // (1) alike; (32,1,1024,32) has 512.
+  // The threshold: 12 wide units per SM for fp8 (2 CTAs per SM), 6 for bf16
+  // (1); (32,1,1024,32) has 512, (8,1,8192,32) 1024.
   ASSERT_EQ(ChooseTiles("sm_90a", 32, KvFormat::kFp8E4m3).ctas_per_sm, 2);
   ASSERT_EQ(ChooseTiles("sm_90a", 32, KvFormat::kBf16).ctas_per_sm, 1);
-  const BatchWork edge_below{6 * 132 - 1, 132}, edge{6 * 132, 132}, medium{512, 132};
-  for (KvFormat f : {KvFormat::kFp8E4m3, KvFormat::kBf16}) {
+  for (const auto& [f, per_sm] :
+       {std::pair{KvFormat::kFp8E4m3, 12}, std::pair{KvFormat::kBf16, 6}}) {
+    const BatchWork edge_below{per_sm * 132 - 1, 132}, edge{per_sm * 132, 132}, medium{512, 132};
     EXPECT_EQ(ChooseTiles("sm_90a", 32, f, &edge_below).block_m, 16);
     EXPECT_EQ(ChooseTiles("sm_90a", 32, f, &edge).block_m, 32);
     EXPECT_EQ(ChooseTiles("sm_90a", 32, f, &medium).block_m, 16);
   }
+  const BatchWork eight_by_8k{8 * 128, 132};
+  EXPECT_EQ(ChooseTiles("sm_90a", 32, KvFormat::kFp8E4m3, &eight_by_8k).block_m, 16);
+  EXPECT_EQ(ChooseTiles("sm_90a", 32, KvFormat::kBf16, &eight_by_8k).block_m, 32);
   // Other paths keep their shapes.
   EXPECT_EQ(ChooseTiles("sm_80", 32, KvFormat::kFp8E4m3, &small).block_m,
             ChooseTiles("sm_80", 32, KvFormat::kFp8E4m3).block_m);
