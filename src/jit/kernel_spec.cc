@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "kernel_templates/mla_params.h"  // MlaWgmmaEligible
 #include "src/base/status_macros.h"
 #include "src/jit/json_util.h"
 
@@ -121,6 +122,18 @@ absl::Status ValidateSpec(const KernelSpec& spec) {
     return absl::UnimplementedError(
         absl::StrCat("KernelSpec.arch=\"", absl::CEscape(spec.arch),
                      "\": not a supported target; supported: ", absl::StrJoin(kKnownArchs, ", ")));
+  }
+  // Twelve warps are a product warpgroup and two converting ones: only the
+  // sm_90a MXFP4 swap-AB path has them (the template's static_assert would
+  // otherwise fail the compile, after the rendering and a compiler run).
+  if (spec.num_warps == 12 &&
+      (spec.arch != "sm_90a" || spec.kv_format != KvFormat::kMxfp4 ||
+       !MlaWgmmaEligible(static_cast<int>(KvFormat::kMxfp4), spec.block_m, spec.block_n, 12))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "KernelSpec.num_warps=12: only for MXFP4 tiles of 16 or 32 rows by 64 tokens on sm_90a "
+        "(a product warpgroup and two converting ones); this spec has kv_format ",
+        AsAbsl(KvFormatName(spec.kv_format)), ", tiles ", spec.block_m, "x", spec.block_n,
+        ", arch ", spec.arch));
   }
   return absl::OkStatus();
 }

@@ -6,6 +6,7 @@
 #include <tuple>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "src/jit/kernel_spec.h"
@@ -69,6 +70,31 @@ TEST(JitSpec, AcceptsEveryAllowedValue) {
     EXPECT_TRUE(ValidateSpec(s).ok()) << arch;
   }
   EXPECT_EQ(KnownArchs().size(), 10u);
+}
+
+TEST(JitSpec, TwelveWarpsOnlyForHopperMxfp4SwapAbTiles) {
+  // A product warpgroup and two converting ones: sm_90a MXFP4 tiles of 16 or
+  // 32 rows by 64 tokens. Anything else is refused before a compile.
+  auto spec = [](KvFormat f, int m, int n, const char* arch) {
+    KernelSpec s;
+    s.kv_format = f;
+    s.block_m = m;
+    s.block_n = n;
+    s.num_warps = 12;
+    s.arch = arch;
+    return s;
+  };
+  for (int m : {16, 32}) EXPECT_TRUE(ValidateSpec(spec(KvFormat::kMxfp4, m, 64, "sm_90a")).ok());
+  for (const KernelSpec& s :
+       {spec(KvFormat::kFp8E4m3, 16, 64, "sm_90a"), spec(KvFormat::kBf16, 32, 64, "sm_90a"),
+        spec(KvFormat::kMxfp4, 16, 64, "sm_80"), spec(KvFormat::kMxfp4, 16, 64, "gfx90a"),
+        spec(KvFormat::kMxfp4, 64, 64, "sm_90a"), spec(KvFormat::kMxfp4, 32, 32, "sm_90a")}) {
+    const absl::Status st = ValidateSpec(s);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << SpecToJson(s);
+    EXPECT_THAT(std::string(st.message()), HasSubstr("KernelSpec.num_warps=12")) << SpecToJson(s);
+    EXPECT_THAT(std::string(st.message()),
+                HasSubstr(absl::StrCat("tiles ", s.block_m, "x", s.block_n, ", arch ", s.arch)));
+  }
 }
 
 TEST(JitSpec, UnknownArchIsUnimplemented) {
