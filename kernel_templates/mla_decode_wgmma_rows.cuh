@@ -397,10 +397,9 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
   const int wg = warp >> 2, r = lane >> 2, quad = lane & 3;
   const int row0 = 16 * (warp & 3) + r;  // this thread's rows: row0, row0 + 8
   const int rows_total = s.q_len * NUM_HEADS;
-  const int last_row = min(item.row_start + ROWS, rows_total) - 1;
-  const int kv_hi = min(item.kv_end, VisibleKv<NUM_HEADS, CAUSAL>(s, last_row));
-  const int kv_lo = item.kv_start;
-  const int num_tiles = kv_hi > kv_lo ? (kv_hi - kv_lo + TILE - 1) / TILE : 0;
+  static_assert(TILE == mla_wgmma::TILE, "RangeOf counts tiles of 64 tokens");
+  const mla_wgmma::ItemRange range = mla_wgmma::RangeOf(item, s, ROWS);
+  const int kv_lo = range.kv_lo, kv_hi = range.kv_hi, num_tiles = range.num_tiles;
 
   int lim[2];
 #pragma unroll

@@ -163,13 +163,14 @@ MLA_INLINE void MbarWait(u64* bar, u32 parity) {
 MLA_INLINE int MxBuffer(int g) { return g & 1; }
 MLA_INLINE u32 MxParity(int g) { return static_cast<u32>(g >> 1) & 1u; }
 
-// The KV range of a work item: positions [kv_lo, kv_hi), in num_tiles tiles.
+// The KV range of a work item of `rows` query rows (this path's N, or the
+// 64-row path's 64): positions [kv_lo, kv_hi), in num_tiles tiles of 64.
 struct ItemRange {
   int kv_lo, kv_hi, num_tiles;
 };
-MLA_INLINE ItemRange RangeOf(const MlaWorkItem& item, const MlaSeqInfo& s) {
+MLA_INLINE ItemRange RangeOf(const MlaWorkItem& item, const MlaSeqInfo& s, int rows = N) {
   const int rows_total = s.q_len * NUM_HEADS;
-  const int last_row = min(item.row_start + N, rows_total) - 1;
+  const int last_row = min(item.row_start + rows, rows_total) - 1;
   ItemRange r;
   r.kv_hi = min(item.kv_end, VisibleKv<NUM_HEADS, CAUSAL>(s, last_row));
   r.kv_lo = item.kv_start;
