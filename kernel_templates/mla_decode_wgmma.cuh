@@ -14,7 +14,7 @@
 // fp8 KV: S^T is one e4m3 product with both operands in shared memory: K is
 // the tile as stored (in 128- and 64-byte swizzles, which the copy writes),
 // Q^T its e4m3 codes. a8 has them already; bf16 Q is split into two e4m3
-// terms, hi + lo / 16, which hold the tile's bf16 values exactly from 2^-15
+// terms, hi + lo / 16, which hold the tile's bf16 values exactly from 2^-13
 // of their largest magnitude up, and which S computes side by side as 2N
 // columns. (S used to convert each K byte to f16 in registers, 12 dependent
 // rounds of loads, conversions and MMAs per tile.)

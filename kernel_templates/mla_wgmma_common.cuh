@@ -51,7 +51,7 @@ constexpr int S_SETS = N == 16 ? 4 : 2;
 // shared memory (mla_wgmma_layout.h), with Q as e4m3 codes: a8's own codes,
 // or bf16 Q as two terms hi + lo / 16 (Q_SPLIT, LoadQ), side by side as 2N
 // columns of the one product. The two terms hold every bf16 value of the
-// tile exactly from 2^-15 of its largest magnitude up (tests/unit/q_split_test.cc).
+// tile exactly from 2^-13 of its largest magnitude up (tests/unit/q_split_test.cc).
 constexpr bool Q_SPLIT = FP8 && Q_MODE == Q_MODE_BF16;
 constexpr int NS = Q_SPLIT ? 2 * N : N;     // fp8: the wgmma N of S
 constexpr int K8_STEPS = HEAD_DIM_QK / 32;  // fp8: k32 steps of S

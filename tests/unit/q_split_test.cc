@@ -6,8 +6,8 @@
 // the reference's encoder does). Checked for every bf16 value below 256:
 //   - the low term never saturates (|(y - hi) * 16| <= |y| < 256 from 2^-6
 //     up, at most 16 |y| below);
-//   - the two terms hold y exactly from 2^-6 up, 2^-15 of the largest
-//     magnitude at worst (bf16 has 8 significant bits: hi keeps 4, and the
+//   - the two terms hold y exactly from 2^-6 up, which is 2^-13 of the
+//     largest magnitude at most (bf16 has 8 significant bits: hi keeps 4, and the
 //     remainder is a multiple of y's last bit of at most 8 of them, which
 //     e4m3 holds exactly once it is a normal or subnormal e4m3 value);
 //   - below 2^-6 the error is at most 2^-14 (half the low term's grid).
