@@ -169,9 +169,10 @@ class DevicePlanTest : public HarnessSuite {
 };
 
 TEST_F(DevicePlanTest, MatchesTheHostPlanBitForBit) {
-  // Each batch is large enough (>= 3 wide work units per resident CTA, see
-  // plan::ChooseTiles) that the host plan picks the tiles the device-planned
-  // plan, which sees no batch, picks: the same kernel on the same schedule.
+  // Each batch is large enough (>= 6 wide work units per resident CTA for fp8
+  // with up to 32 rows, >= 3 otherwise, see plan::ChooseTiles) that the host
+  // plan picks the tiles the device-planned plan, which sees no batch, picks:
+  // the same kernel on the same schedule.
   std::vector<BatchConfig> configs(5);
   configs[0].batch_size = 37;
   configs[0].kv_len = 3000;
@@ -192,7 +193,7 @@ TEST_F(DevicePlanTest, MatchesTheHostPlanBitForBit) {
   configs[2].page_size = 1;
   configs[3].batch_size = 2;
   configs[3].q_len = 2;
-  configs[3].kv_len = 40000;
+  configs[3].kv_len = 60000;  // 1876 wide units: fp8 takes 32-row tiles from 1584
   configs[3].q_mode = QMode::kFp8;
   configs[3].page_size = 16;
   configs[4].batch_size = 32;  // equal sequences: the aligned-pieces cut rule
