@@ -348,7 +348,7 @@ MLA_INLINE float LoadQ(const MlaDecodeParams& p, const MlaSeqInfo& s, int row_st
     amax = sm.red[0];
 #pragma unroll
     for (int w = 1; w < NUM_THREADS / 32; ++w) amax = fmaxf(amax, sm.red[w]);
-    mla_wgmma::F16RangeScale(amax, up, back);
+    mla_wgmma::PowerOfTwoRangeScale(amax, mla_wgmma::F16_Q_TOP, up, back);
   }
   if (FP8_S) {
     // 8 codes per 16-byte load: half of the fp8 chunk (sub / 2) + 2 i.

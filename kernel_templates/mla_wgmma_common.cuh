@@ -288,27 +288,18 @@ MLA_INLINE void AbsMaxBf16x8(u32& m2, const uint4& v) {
   }
 }
 
-// fp8 KV multiplies in f16: Q is scaled by up = 2^e so that its largest
-// magnitude lands in [2^13, 2^14) (exact for everything above amax * 2^-27);
-// `back` = 2^-e undoes it in the scores.
-MLA_INLINE void F16RangeScale(float amax, float& up, float& back) {
+// Q is scaled by up = 2^e so that its largest magnitude lands in
+// [2^top, 2^(top + 1)); `back` = 2^-e undoes it in the scores. fp8 KV with
+// f16 products (the 64-row path): top 13, exact for everything above
+// amax * 2^-27. Q as e4m3 terms (this path): top 7, inside e4m3's 448, which
+// the low term's scaling needs (|lo| <= |x|).
+constexpr int F16_Q_TOP = 13;
+constexpr int E4M3_Q_TOP = 7;
+MLA_INLINE void PowerOfTwoRangeScale(float amax, int top, float& up, float& back) {
   int e = 0;
   if (amax > 0.0f) {
     const int amax_exp = static_cast<int>((__float_as_uint(amax) >> 23) & 0xffu) - 127;
-    e = min(max(13 - amax_exp, -126), 126);
-  }
-  up = __uint_as_float(static_cast<u32>(e + 127) << 23);
-  back = __uint_as_float(static_cast<u32>(127 - e) << 23);
-}
-
-// fp8 Q for an e4m3 product: bf16 Q is scaled by up = 2^e so that its
-// largest magnitude lands in [128, 256) (inside e4m3's 448, which the low
-// term's scaling needs: |lo| <= |x|); `back` = 2^-e undoes it in the scores.
-MLA_INLINE void E4m3RangeScale(float amax, float& up, float& back) {
-  int e = 0;
-  if (amax > 0.0f) {
-    const int amax_exp = static_cast<int>((__float_as_uint(amax) >> 23) & 0xffu) - 127;
-    e = min(max(7 - amax_exp, -126), 126);
+    e = min(max(top - amax_exp, -126), 126);
   }
   up = __uint_as_float(static_cast<u32>(e + 127) << 23);
   back = __uint_as_float(static_cast<u32>(127 - e) << 23);

@@ -50,7 +50,7 @@ MLA_INLINE float LoadQ(const MlaDecodeParams& p, const MlaSeqInfo& s, int row_st
     }
   }
   // fp8 KV: bf16 Q becomes two e4m3 terms scaled into e4m3 range
-  // (E4m3RangeScale, SplitE4m3x2), a8 its codes.
+  // (PowerOfTwoRangeScale, SplitE4m3x2), a8 its codes.
   float up = 1.0f, back = 1.0f;
   if (Q_SPLIT) {
     u32 m2 = 0;  // bf16x2 running max of |q|
@@ -66,7 +66,7 @@ MLA_INLINE float LoadQ(const MlaDecodeParams& p, const MlaSeqInfo& s, int row_st
     if (lane == 0) sm.red[warp] = amax;
     SyncMma();  // red is next written after the tile loop's first barrier
     amax = fmaxf(fmaxf(sm.red[0], sm.red[1]), fmaxf(sm.red[2], sm.red[3]));
-    E4m3RangeScale(amax, up, back);
+    PowerOfTwoRangeScale(amax, E4M3_Q_TOP, up, back);
   }
   if (FP8) {
     // Row n's codes of dims 8 c8 + 64 i .. + 7 are 8 contiguous bytes; the
