@@ -1,6 +1,6 @@
 // IEEE binary16 (f16) <-> binary32 on bit patterns, rounding to nearest even:
 // the split partials of fp8 KV (mla_common.cuh). Plain C++ (mla_params.h
-// only), so that tests/unit/f16_test.cc checks it on the CPU against the
+// only), so that tests/unit/f16_partials_test.cc checks it on the CPU against the
 // compiler's own conversions; CUDA kernels on sm_80+ convert pairs with
 // cvt.rn.f16x2.f32 instead, which rounds the same way.
 #ifndef MLAJIT_KERNEL_TEMPLATES_MLA_F16_H_

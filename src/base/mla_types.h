@@ -5,6 +5,7 @@
 #define MLAJIT_SRC_BASE_MLA_TYPES_H_
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 namespace mlajit {
@@ -37,6 +38,13 @@ constexpr std::string_view KvFormatName(KvFormat f) {
   return f == KvFormat::kBf16 ? "bf16" : f == KvFormat::kFp8E4m3 ? "fp8_e4m3" : "mxfp4";
 }
 constexpr std::string_view QModeName(QMode m) { return m == QMode::kBf16 ? "bf16" : "fp8"; }
+// The format KvFormatName calls `name`, if any.
+constexpr std::optional<KvFormat> KvFormatFromName(std::string_view name) {
+  for (KvFormat f : {KvFormat::kBf16, KvFormat::kFp8E4m3, KvFormat::kMxfp4}) {
+    if (KvFormatName(f) == name) return f;
+  }
+  return std::nullopt;
+}
 
 constexpr bool IsValidKvFormat(int32_t v) { return v >= 0 && v <= 2; }
 constexpr bool IsValidQMode(int32_t v) { return v == 0 || v == 1; }

@@ -55,10 +55,8 @@ constexpr std::array<const char*, 13> kFieldOrder = {
     "template_name", "num_heads", "max_q_len", "kv_format", "q_mode",   "page_size", "causal",
     "write_lse",     "block_m",   "block_n",   "num_warps", "num_stages", "arch"};
 
-absl::StatusOr<KvFormat> KvFormatFromName(absl::string_view name) {
-  for (KvFormat f : {KvFormat::kBf16, KvFormat::kFp8E4m3, KvFormat::kMxfp4}) {
-    if (AsAbsl(KvFormatName(f)) == name) return f;
-  }
+absl::StatusOr<KvFormat> KvFormatFromJsonName(absl::string_view name) {
+  if (const auto f = KvFormatFromName(std::string_view(name.data(), name.size()))) return *f;
   return absl::InvalidArgumentError(absl::StrCat(
       "spec JSON: field \"kv_format\"=\"", name, "\": must be one of bf16, fp8_e4m3, mxfp4"));
 }
@@ -172,7 +170,7 @@ absl::StatusOr<KernelSpec> SpecFromJsonObject(absl::string_view json) {
   MLAJIT_ASSIGN_OR_RETURN(s.num_heads, obj.GetInt("num_heads"));
   MLAJIT_ASSIGN_OR_RETURN(s.max_q_len, obj.GetInt("max_q_len"));
   MLAJIT_ASSIGN_OR_RETURN(std::string kv, obj.GetString("kv_format"));
-  MLAJIT_ASSIGN_OR_RETURN(s.kv_format, KvFormatFromName(kv));
+  MLAJIT_ASSIGN_OR_RETURN(s.kv_format, KvFormatFromJsonName(kv));
   MLAJIT_ASSIGN_OR_RETURN(std::string q, obj.GetString("q_mode"));
   MLAJIT_ASSIGN_OR_RETURN(s.q_mode, QModeFromName(q));
   MLAJIT_ASSIGN_OR_RETURN(s.page_size, obj.GetInt("page_size"));

@@ -52,15 +52,9 @@ absl::StatusOr<reference::BatchConfig> ParseCustomCase(absl::string_view spec) {
   c.num_heads = *heads;
   c.kv_format = KvFormat::kFp8E4m3;
   if (f.size() > 4 && f[4] != "fp8") {  // "fp8": fp8_e4m3 for short
-    const std::string_view name(f[4].data(), f[4].size());
-    bool known = false;
-    for (KvFormat k : {KvFormat::kBf16, KvFormat::kFp8E4m3, KvFormat::kMxfp4}) {
-      if (name == KvFormatName(k)) {
-        c.kv_format = k;
-        known = true;
-      }
-    }
-    if (!known) return Bad(spec, "FORMAT", f[4], "bf16, fp8_e4m3 (or fp8) or mxfp4");
+    const auto format = KvFormatFromName(std::string_view(f[4].data(), f[4].size()));
+    if (!format) return Bad(spec, "FORMAT", f[4], "bf16, fp8_e4m3 (or fp8) or mxfp4");
+    c.kv_format = *format;
   }
   if (f.size() > 5) {
     int page = -1;
