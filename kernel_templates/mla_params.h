@@ -140,6 +140,20 @@ MLA_HOST_DEVICE constexpr bool MlaWgmmaRowsEligible(int kv_format, int block_m, 
   return kv_format != 2 && block_m == 64 && block_n == 64 && num_warps == 8;
 }
 
+// The warp-specialised 64-row path (mla_decode_wgmma_rows_ws.cuh): fp8 KV,
+// tiles of 64 query rows and 64 tokens, three warpgroups per CTA.
+MLA_HOST_DEVICE constexpr bool MlaWgmmaRowsWsEligible(int kv_format, int block_m, int block_n,
+                                                      int num_warps) {
+  return kv_format == 1 && block_m == 64 && block_n == 64 && num_warps == 12;
+}
+// Its dynamic shared memory: `stages` fp8 tiles as stored (36 KB each), Q as
+// two e4m3 operands (64 x 576 each; a8 uses one), two P buffers (64 x 64
+// f16), three rows of 64 floats (two of rescale factors, one of sums) and
+// stages + 4 mbarriers.
+MLA_HOST_DEVICE constexpr int MlaWgmmaRowsWsSmemBytes(int stages) {
+  return stages * 64 * 576 + 2 * 64 * 576 + 2 * 64 * 64 * 2 + 3 * 64 * 4 + (stages + 4) * 8;
+}
+
 // Dynamic shared memory of the 64-row path: Q and `stages` 16-bit KV operand
 // tiles (64 x 576 x 2 bytes each), P (64 x 64 x 2) and two rows of 64 floats
 // (rescale factors, row sums). The same for fp8 (converted on the way in) and

@@ -130,4 +130,25 @@ MLA_HOST_DEVICE constexpr int MlaWgmmaOutDimBase(int warp, int lane) {
   return warp * 128 + (lane >> 2) * 16;
 }
 
+// =============================================================================
+// The warp-specialised 64-row path (mla_decode_wgmma_rows_ws.cuh): fp8 stages
+// as above, P V as O^T += V^T P^T with V^T in registers
+// =============================================================================
+// Accumulating warpgroup a (0, 1) holds output dims 256 a .. 256 a + 255, its
+// thread (warp w, lane = 4 r + quad) the 8 consecutive dims from
+// MlaRowsWsDimBase: accumulator row 16 w + r + 8 h of M block b (0..3) is
+// dim base + 2 b + h.
+MLA_HOST_DEVICE constexpr int MlaRowsWsDimBase(int a, int w, int r) {
+  return 256 * a + 64 * w + 8 * r;
+}
+MLA_HOST_DEVICE constexpr int MlaRowsWsOutDim(int a, int b, int m) {
+  return MlaRowsWsDimBase(a, m / 16, m % 8) + 2 * b + (m % 16) / 8;
+}
+// Where in a stage those 8 codes of token t lie: 8 bytes inside chunk
+// base / 16 (MlaWgmmaFp8Offset). A warp's load of tokens 2 quad + odd (+ 16 k
+// + 8 h) reads 256 bytes in two wavefronts, the fewest there are.
+MLA_HOST_DEVICE constexpr int MlaRowsWsVOffset(int a, int w, int r, int t) {
+  return MlaWgmmaFp8Offset(t, MlaRowsWsDimBase(a, w, r) / 16) + (r % 2) * 8;
+}
+
 #endif  // MLAJIT_KERNEL_TEMPLATES_MLA_WGMMA_LAYOUT_H_

@@ -7,6 +7,9 @@
 //                 transpose); NN = 64 for the 64-row path, 16..64 for swap AB
 //   SsM64N256K16: O [64 x 256] (+)= A [64 x 16] . B [16 x 256], A K-major and
 //                 B MN-major (the transpose bit set: 16-bit types only)
+//   RsM64N64K16:  D [64 x 64] (+)= A [64 x 16] . B [16 x 64] with A in
+//                 registers (f16) and B K-major: O^T += V^T P^T of the
+//                 warp-specialised 64-row path
 // TYPE is the operand type, f16 or bf16. The register lists are spelled out:
 // inline PTX takes one operand per accumulator.
 #ifndef MLAJIT_KERNEL_TEMPLATES_MLA_WGMMA_SS_CUH_
@@ -113,6 +116,18 @@ MLA_INLINE void SsM64N256K16(float (&d)[128], Desc a, Desc b, int accumulate) {
   } else {
     MLA_WGMMA_SS_N256("f16");
   }
+}
+
+// A from registers: the fragment layout of mma.sync's m16n8k16 per warp
+// (rows 16 w + r and + 8, k columns 2 quad (+1) and 2 quad + 8 (+9)).
+MLA_INLINE void RsM64N64K16(float (&d)[32], const u32 (&a)[4], Desc b, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\n.reg .b64 db;\nsetp.ne.b32 p, %38, 0;\n"
+      "mov.b64 db, {%36, %37};\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {" MLA_WGMMA_SS_REGS_32
+      "}, {%32, %33, %34, %35}, db, p, 1, 1, 0;\n}\n"
+      : MLA_ACC8(0), MLA_ACC8(8), MLA_ACC8(16), MLA_ACC8(24)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b.lo), "r"(b.hi), "r"(accumulate));
 }
 
 #undef MLA_WGMMA_SS_N64

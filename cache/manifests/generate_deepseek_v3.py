@@ -45,8 +45,8 @@ def tiles(arch, rows, kv, page):
             return [(16, 64, 12, 2)]
         return [(32, 64, 12, 2), (32, 64, 8, 2), (16, 64, 12, 2)]
     if arch == "sm_90a" and kv != "mxfp4":  # the warpgroup-MMA paths
-        if rows > 32 and kv == "fp8_e4m3" and page == 1:
-            return [(32, 64, 4, 2), (64, 64, 8, 2)]  # large and small batches
+        if rows > 32 and kv == "fp8_e4m3":
+            return [(64, 64, 12, 3)]  # rows as M: a scorer and two accumulators
         if rows > 32:
             return [(64, 64, 8, 2)]  # rows as M, 64 rows per tile
         return [(16, 64, 4, 2)] if rows <= 16 else [(32, 64, 4, 2), (16, 64, 4, 2)]

@@ -121,15 +121,19 @@ absl::Status ValidateSpec(const KernelSpec& spec) {
         absl::StrCat("KernelSpec.arch=\"", absl::CEscape(spec.arch),
                      "\": not a supported target; supported: ", absl::StrJoin(kKnownArchs, ", ")));
   }
-  // Twelve warps are a product warpgroup and two converting ones: only the
-  // sm_90a MXFP4 swap-AB path has them (the template's static_assert would
-  // otherwise fail the compile, after the rendering and a compiler run).
-  if (spec.num_warps == 12 &&
-      (spec.arch != "sm_90a" || spec.kv_format != KvFormat::kMxfp4 ||
-       !MlaWgmmaEligible(static_cast<int>(KvFormat::kMxfp4), spec.block_m, spec.block_n, 12))) {
+  // Twelve warps are three warpgroups: on sm_90a, MXFP4 swap-AB tiles (a
+  // product warpgroup and two converting ones) or fp8 tiles of 64 rows (a
+  // scorer and two accumulators). The template's static_assert would
+  // otherwise fail the compile, after the rendering and a compiler run.
+  const int format = static_cast<int>(spec.kv_format);
+  const bool three_warpgroups =
+      spec.arch == "sm_90a" && ((spec.kv_format == KvFormat::kMxfp4 &&
+                                 MlaWgmmaEligible(format, spec.block_m, spec.block_n, 12)) ||
+                                MlaWgmmaRowsWsEligible(format, spec.block_m, spec.block_n, 12));
+  if (spec.num_warps == 12 && !three_warpgroups) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "KernelSpec.num_warps=12: only for MXFP4 tiles of 16 or 32 rows by 64 tokens on sm_90a "
-        "(a product warpgroup and two converting ones); this spec has kv_format ",
+        "KernelSpec.num_warps=12: only on sm_90a, for MXFP4 tiles of 16 or 32 rows by 64 tokens "
+        "or fp8 tiles of 64 rows by 64 tokens; this spec has kv_format ",
         AsAbsl(KvFormatName(spec.kv_format)), ", tiles ", spec.block_m, "x", spec.block_n,
         ", arch ", spec.arch));
   }

@@ -37,19 +37,6 @@ bool SmallBatchPerSm(const BatchWork* work, int units_per_sm) {
   return work != nullptr && work->wide_units < int64_t{units_per_sm} * work->sm_count;
 }
 
-// Page size 1 scatters every token: the 64-row path, one CTA per SM, keeps
-// too few bytes in flight for that (tools/bench/RESULTS.md, "page size 1 on
-// the 64-row path"), and the swap-AB path's 32-row tiles at two CTAs per SM
-// win once the batch is large. Measured on the H200 (fp8, RESULTS.md v16, the
-// autotuner's picks): (32,4,8192,32) 264.7 -> 240.8 us and (128,4,8192,16)
-// 509.8 -> 457.6 us at 62 and 124 wide units per resident CTA; at 7.8 and
-// 3.9 ((4,4,8192,32), (32,4,1024,16)) the 64-row path stayed ahead. A plan
-// sized by limits (work null) is taken as large.
-bool ScatteredLargeBatch(KvFormat kv_format, int page_size, const BatchWork* work) {
-  // 16 wide units for each of the swap-AB fp8 tiles' two CTAs per SM.
-  return kv_format == KvFormat::kFp8E4m3 && page_size == 1 && !SmallBatchPerSm(work, 32);
-}
-
 }  // namespace
 
 bool HasTensorCorePath(const std::string& arch) {
@@ -69,6 +56,12 @@ bool RunsWgmmaRowsPath(const std::string& arch, KvFormat kv_format, int block_m,
          MlaWgmmaRowsEligible(static_cast<int>(kv_format), block_m, block_n, num_warps);
 }
 
+bool RunsWgmmaRowsWsPath(const std::string& arch, KvFormat kv_format, int block_m, int block_n,
+                         int num_warps) {
+  return arch == "sm_90a" &&
+         MlaWgmmaRowsWsEligible(static_cast<int>(kv_format), block_m, block_n, num_warps);
+}
+
 int DecodeSmemBytes(const std::string& arch, KvFormat kv_format, int block_m, int block_n,
                     int num_warps, int stages) {
   if (!HasTensorCorePath(arch)) return MlaPortableSmemBytes(num_warps * 32);
@@ -79,11 +72,15 @@ int DecodeSmemBytes(const std::string& arch, KvFormat kv_format, int block_m, in
   if (RunsWgmmaRowsPath(arch, kv_format, block_m, block_n, num_warps)) {
     return MlaWgmmaRowsSmemBytes(f, stages);
   }
+  if (RunsWgmmaRowsWsPath(arch, kv_format, block_m, block_n, num_warps)) {
+    return MlaWgmmaRowsWsSmemBytes(stages);
+  }
   return MlaMmaSmemBytes(f, block_m, block_n, stages);
 }
 
 TileShape ChooseTiles(const std::string& arch, int rows_per_sequence, KvFormat kv_format,
                       const BatchWork* work, int page_size) {
+  static_cast<void>(page_size);  // no rule depends on it (tile_policy.h)
   TileShape t;
   if (!HasTensorCorePath(arch)) {
     t.block_m = 16;
@@ -92,8 +89,22 @@ TileShape ChooseTiles(const std::string& arch, int rows_per_sequence, KvFormat k
     return t;
   }
   t.tensor_cores = true;
-  if (arch == "sm_90a" && kv_format != KvFormat::kMxfp4 && rows_per_sequence > 32 &&
-      !ScatteredLargeBatch(kv_format, page_size, work)) {
+  if (arch == "sm_90a" && kv_format == KvFormat::kFp8E4m3 && rows_per_sequence > 32) {
+    // fp8 with tiles of 64 query rows (mla_decode_wgmma_rows_ws.cuh): a
+    // scorer warpgroup and two accumulating ones, one CTA per SM, three
+    // stages of tiles as stored. H200, tools/bench/RESULTS.md v22, against
+    // the two-warpgroup 64-row path: (128,4,8192,16) 316 -> 278-294 us,
+    // (32,4,8192,32) 168 -> 152, page size 64 196 -> 163, page size 1 216
+    // (then on 32-row swap-AB tiles) -> 183.
+    t.block_m = 64;
+    t.block_n = 64;
+    t.num_warps = 12;
+    t.num_stages = 3;
+    t.smem_bytes = MlaWgmmaRowsWsSmemBytes(t.num_stages);
+    t.ctas_per_sm = 1;
+    return t;
+  }
+  if (arch == "sm_90a" && kv_format == KvFormat::kBf16 && rows_per_sequence > 32) {
     // Warpgroup MMA with the rows as M (mla_decode_wgmma_rows.cuh): two
     // warpgroups per tile of 64 query rows, one CTA per SM; each KV tile
     // becomes a 16-bit operand in shared memory once per 64 rows.
@@ -188,11 +199,14 @@ TileShape ChooseTiles(const std::string& arch, int rows_per_sequence, KvFormat k
 absl::Status CheckTileShape(const std::string& arch, KvFormat kv_format, const TileShape& t) {
   const int m = t.block_m, n = t.block_n, warps = t.num_warps, stages = t.num_stages,
             ctas = t.ctas_per_sm;
-  // Twelve warps: only the swap-AB path's MXFP4 tiles (a product warpgroup
-  // and two converting ones, with an even number of raw stages to share),
-  // one CTA per SM at 168 registers per thread.
-  const bool twelve = warps == 12 && RunsWgmmaPath(arch, kv_format, m, n, warps) &&
-                      stages % 2 == 0 && stages <= 4 && ctas == 1;
+  // Twelve warps: the swap-AB path's MXFP4 tiles (a product warpgroup and
+  // two converting ones, with an even number of raw stages to share) or the
+  // warp-specialised fp8 64-row tiles (a scorer and two accumulators, two or
+  // three stages); one CTA per SM at 168 registers per thread.
+  const bool twelve =
+      warps == 12 && ctas == 1 &&
+      ((RunsWgmmaPath(arch, kv_format, m, n, warps) && stages % 2 == 0 && stages <= 4) ||
+       (RunsWgmmaRowsWsPath(arch, kv_format, m, n, warps) && stages >= 2 && stages <= 3));
   const bool layout_ok =
       twelve || ((m == 16 || m == 32 || m == 64) && (warps == 4 || warps == 8) &&
                  n % (warps * 4) == 0 &&  // whole copy passes of 8 lanes per token

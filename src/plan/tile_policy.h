@@ -49,6 +49,11 @@ bool RunsWgmmaPath(const std::string& arch, KvFormat kv_format, int block_m, int
 bool RunsWgmmaRowsPath(const std::string& arch, KvFormat kv_format, int block_m, int block_n,
                        int num_warps);
 
+// True when it runs the warp-specialised fp8 64-row path, 12 warps
+// (kernel_templates/mla_decode_wgmma_rows_ws.cuh).
+bool RunsWgmmaRowsWsPath(const std::string& arch, KvFormat kv_format, int block_m, int block_n,
+                         int num_warps);
+
 // Dynamic shared memory the decode kernel of this shape needs on `arch`.
 int DecodeSmemBytes(const std::string& arch, KvFormat kv_format, int block_m, int block_n,
                     int num_warps, int stages);
@@ -62,7 +67,8 @@ struct BatchWork {
 };
 
 // rows_per_sequence: the largest q_len * num_heads of the batch. On sm_90a
-// (fp8 and bf16 KV) more than 32 rows take the 64-row path. `work` (null
+// more than 32 rows take tiles of 64 rows: fp8 the warp-specialised path
+// (three warpgroups), bf16 the two-warpgroup one. `work` (null
 // for plans sized by limits rather than one batch) lets the sm_90a wgmma path
 // trade its 32-row tiles, which do more per KV byte, for 16-row tiles, which
 // give twice the CTAs something to do, when the batch is too small to keep
@@ -74,10 +80,10 @@ struct BatchWork {
 // at 7.8 ((4,4,8192,32): 51.9 -> 56.2 us). MXFP4 with up to 32 rows on
 // sm_90a takes the same path, with warpgroups that convert its tiles to bf16
 // (two for 16-row tiles; for 32-row tiles two from 16 wide units per SM, else
-// one: RESULTS.md v18-v20), and the same trade below 2 wide units per SM. `page_size` (0:
-// flat): fp8 with page size 1 and more than 32 rows takes the swap-AB path's
-// 32-row tiles instead of the 64-row path unless the batch is small
-// (tile_policy.cc says why).
+// one: RESULTS.md v18-v20), and the same trade below 2 wide units per SM.
+// `page_size` (0: flat) changes no choice today: until the warp-specialised
+// path (RESULTS.md v22), fp8 with page size 1 and more than 32 rows took
+// the swap-AB path's 32-row tiles in large batches.
 TileShape ChooseTiles(const std::string& arch, int rows_per_sequence, KvFormat kv_format,
                       const BatchWork* work = nullptr, int page_size = 0);
 

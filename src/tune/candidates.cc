@@ -13,7 +13,9 @@ struct Tiles {
 
 // Kernel shapes per path (tile_policy.cc explains each path's use).
 constexpr Tiles kWgmmaTiles[] = {{16, 64, 4}, {32, 64, 4}};
-constexpr Tiles kWgmmaRowsTiles[] = {{64, 64, 8}};
+// 64-row tiles: two warpgroups (bf16's policy; fp8 too before v22) or, fp8
+// only, three (a scorer and two accumulators).
+constexpr Tiles kWgmmaRowsTiles[] = {{64, 64, 8}, {64, 64, 12}};
 // MXFP4 with up to 32 rows on sm_90a: the swap-AB tiles with two converting
 // warpgroups (12 warps) or one (8).
 constexpr Tiles kMxfp4WgmmaTiles[] = {{16, 64, 12}, {32, 64, 12}, {16, 64, 8}, {32, 64, 8}};

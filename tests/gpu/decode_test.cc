@@ -250,24 +250,32 @@ TEST_F(GpuDecodeTest, Mxfp4SwapAbTilesEveryPageSizeAndQMode) {
   }
 }
 
-TEST_F(GpuDecodeTest, PageSizeOneLargeBatchesTakeSwapAbTiles) {
-  // fp8 with page size 1 and more than 32 rows per sequence: 32-row swap-AB
-  // tiles (two or four per sequence) once the batch has 16 wide units per
-  // resident CTA (tile_policy.cc); fixed lengths keep both above that (5120
-  // and 4420 against 4224 on 132 SMs), 4100 tokens end in a part tile.
-  struct Case {
-    Shape shape;
-    QMode q_mode;
+TEST_F(GpuDecodeTest, Fp8SixtyFourRowTilesEveryPageSizeAndQMode) {
+  // fp8 with more than 32 rows per sequence: the warp-specialised path (the
+  // policy on Hopper: a scorer and two accumulating warpgroups, S from the
+  // tile as stored, V^T converted in registers) and the two-warpgroup one
+  // (forced; a tuner candidate). Pages of 1, 16 and 64 tokens and flat; both
+  // Q modes (bf16 Q as two e4m3 terms, a8 codes); 48 rows (a part row tile)
+  // and 128 (two row tiles); part KV tiles, empty sequences, sequences split
+  // over CTAs. (Elsewhere both run the mma.sync path.)
+  struct Forced {
+    const char* tiles;  // "" = the policy
+    int hopper_warps;
   };
-  for (const Case& k : {Case{{16, 4, 8192, 20, 1}, QMode::kBf16},
-                        Case{{32, 4, 4100, 17, 1}, QMode::kFp8}}) {
-    BatchConfig c = WithShape(KvFormat::kFp8E4m3, k.q_mode, k.shape);
-    c.lengths = LengthDistribution::kFixed;
-    const std::string plan = ExpectMatchesAndDescribe(*harness_, c);
-    if (OnHopper(*harness_)) {
-      EXPECT_EQ(IntField(plan, "block_m"), 32) << plan;
-      EXPECT_EQ(IntField(plan, "block_n"), 64) << plan;
-      EXPECT_EQ(IntField(plan, "num_warps"), 4) << plan;
+  for (const Forced& f : {Forced{"", 12}, Forced{"64,64,8,2,1", 8}}) {
+    ScopedEnv env("MLAJIT_TILES", f.tiles);
+    for (int page : {0, 1, 16, 64}) {
+      for (QMode m : {QMode::kBf16, QMode::kFp8}) {
+        const Shape sh =
+            m == QMode::kBf16 ? Shape{16, 3, 3000, 5, page} : Shape{32, 4, 2100, 3, page};
+        BatchConfig c = WithShape(KvFormat::kFp8E4m3, m, sh);
+        c.zero_length_fraction = 0.2;
+        const std::string plan = ExpectMatchesAndDescribe(*harness_, c);
+        if (OnHopper(*harness_)) {
+          EXPECT_EQ(IntField(plan, "block_m"), 64) << plan;
+          EXPECT_EQ(IntField(plan, "num_warps"), f.hopper_warps) << plan;
+        }
+      }
     }
   }
 }

@@ -72,9 +72,10 @@ TEST(JitSpec, AcceptsEveryAllowedValue) {
   EXPECT_EQ(KnownArchs().size(), 10u);
 }
 
-TEST(JitSpec, TwelveWarpsOnlyForHopperMxfp4SwapAbTiles) {
-  // A product warpgroup and two converting ones: sm_90a MXFP4 tiles of 16 or
-  // 32 rows by 64 tokens. Anything else is refused before a compile.
+TEST(JitSpec, TwelveWarpsOnlyForHopperMxfp4SwapAbOrFp8SixtyFourRowTiles) {
+  // Three warpgroups: sm_90a MXFP4 tiles of 16 or 32 rows by 64 tokens, or
+  // fp8 tiles of 64 rows by 64 tokens. Anything else is refused before a
+  // compile.
   auto spec = [](KvFormat f, int m, int n, const char* arch) {
     KernelSpec s;
     s.kv_format = f;
@@ -85,8 +86,11 @@ TEST(JitSpec, TwelveWarpsOnlyForHopperMxfp4SwapAbTiles) {
     return s;
   };
   for (int m : {16, 32}) EXPECT_TRUE(ValidateSpec(spec(KvFormat::kMxfp4, m, 64, "sm_90a")).ok());
+  EXPECT_TRUE(ValidateSpec(spec(KvFormat::kFp8E4m3, 64, 64, "sm_90a")).ok());
   for (const KernelSpec& s :
        {spec(KvFormat::kFp8E4m3, 16, 64, "sm_90a"), spec(KvFormat::kBf16, 32, 64, "sm_90a"),
+        spec(KvFormat::kBf16, 64, 64, "sm_90a"), spec(KvFormat::kFp8E4m3, 64, 32, "sm_90a"),
+        spec(KvFormat::kFp8E4m3, 64, 64, "sm_89"),
         spec(KvFormat::kMxfp4, 16, 64, "sm_80"), spec(KvFormat::kMxfp4, 16, 64, "gfx90a"),
         spec(KvFormat::kMxfp4, 64, 64, "sm_90a"), spec(KvFormat::kMxfp4, 32, 32, "sm_90a")}) {
     const absl::Status st = ValidateSpec(s);

@@ -28,7 +28,23 @@ TEST(TilePolicy, FitsSharedMemoryOfEachArchitecture) {
                                                 t.num_stages));
         const bool wgmma = RunsWgmmaPath(arch, f, t.block_m, t.block_n, t.num_warps);
         const bool wgmma_rows = RunsWgmmaRowsPath(arch, f, t.block_m, t.block_n, t.num_warps);
-        if (std::string(arch) == "sm_90a" && f != KvFormat::kMxfp4 && rows > 32) {
+        const bool wgmma_rows_ws = RunsWgmmaRowsWsPath(arch, f, t.block_m, t.block_n, t.num_warps);
+        if (std::string(arch) == "sm_90a" && f == KvFormat::kFp8E4m3 && rows > 32) {
+          // Hopper's warp-specialised 64-row path: three warpgroups, one CTA
+          // per SM, three stages.
+          EXPECT_TRUE(wgmma_rows_ws) << rows;
+          EXPECT_FALSE(wgmma_rows) << rows;
+          EXPECT_FALSE(wgmma) << rows;
+          EXPECT_EQ(t.block_m, 64);
+          EXPECT_EQ(t.num_warps, 12);
+          EXPECT_EQ(t.num_stages, 3);
+          EXPECT_EQ(t.ctas_per_sm, 1);
+          EXPECT_EQ(t.smem_bytes, MlaWgmmaRowsWsSmemBytes(t.num_stages));
+          EXPECT_TRUE(CheckTileShape(arch, f, t).ok());
+          continue;
+        }
+        EXPECT_FALSE(wgmma_rows_ws) << arch << " rows " << rows;
+        if (std::string(arch) == "sm_90a" && f == KvFormat::kBf16 && rows > 32) {
           // Hopper's 64-row path: two warpgroups, one CTA per SM.
           EXPECT_TRUE(wgmma_rows) << rows;
           EXPECT_FALSE(wgmma) << rows;
@@ -125,30 +141,22 @@ void CheckManifest(const std::string& path) {
   }
 }
 
-TEST(TilePolicy, PageSizeOneLargeBatchesTakeSwapAbTilesForTallRows) {
-  // (32,4,8192,32): 16384 wide units; (4,4,8192,32): 2048; threshold 16 per
-  // resident swap-AB CTA (2 per SM).
+TEST(TilePolicy, Fp8TallRowsTakeTheWarpSpecialisedPathAtEveryPageSize) {
+  // Page size 1 used to send large batches of more than 32 rows to 32-row
+  // swap-AB tiles; the warp-specialised path beat both (RESULTS.md v22).
   const BatchWork large{32 * 4 * 128, 132}, small{4 * 4 * 128, 132};
-  const BatchWork edge_below{16LL * 264 - 1, 132}, edge{16LL * 264, 132};
-  for (int rows : {64, 128}) {
-    const TileShape t = ChooseTiles("sm_90a", rows, KvFormat::kFp8E4m3, &large, /*page_size=*/1);
-    EXPECT_EQ(t.block_m, 32) << rows;
-    EXPECT_EQ(t.num_warps, 4) << rows;
-    EXPECT_EQ(t.ctas_per_sm, 2) << rows;
-    EXPECT_TRUE(RunsWgmmaPath("sm_90a", KvFormat::kFp8E4m3, t.block_m, t.block_n, t.num_warps));
-    // Plans sized by limits take the large-batch shape.
-    EXPECT_EQ(ChooseTiles("sm_90a", rows, KvFormat::kFp8E4m3, nullptr, 1).block_m, 32) << rows;
-    // A small batch, another page size or another format keeps the 64-row path.
-    EXPECT_EQ(ChooseTiles("sm_90a", rows, KvFormat::kFp8E4m3, &small, 1).block_m, 64) << rows;
-    EXPECT_EQ(ChooseTiles("sm_90a", rows, KvFormat::kFp8E4m3, &edge_below, 1).block_m, 64);
-    EXPECT_EQ(ChooseTiles("sm_90a", rows, KvFormat::kFp8E4m3, &edge, 1).block_m, 32);
-    EXPECT_EQ(ChooseTiles("sm_90a", rows, KvFormat::kFp8E4m3, &large, 64).block_m, 64) << rows;
-    EXPECT_EQ(ChooseTiles("sm_90a", rows, KvFormat::kFp8E4m3, &large, 0).block_m, 64) << rows;
-    EXPECT_EQ(ChooseTiles("sm_90a", rows, KvFormat::kBf16, &large, 1).block_m, 64) << rows;
+  for (int rows : {33, 64, 128}) {
+    for (int page : {0, 1, 16, 64}) {
+      for (const BatchWork* w : {&large, &small, static_cast<const BatchWork*>(nullptr)}) {
+        const TileShape t = ChooseTiles("sm_90a", rows, KvFormat::kFp8E4m3, w, page);
+        EXPECT_TRUE(RunsWgmmaRowsWsPath("sm_90a", KvFormat::kFp8E4m3, t.block_m, t.block_n,
+                                        t.num_warps))
+            << rows << " " << page;
+      }
+    }
+    // bf16 keeps the two-warpgroup path.
+    EXPECT_EQ(ChooseTiles("sm_90a", rows, KvFormat::kBf16, &large, 1).num_warps, 8) << rows;
   }
-  // Up to 32 rows nothing changes.
-  EXPECT_EQ(ChooseTiles("sm_90a", 32, KvFormat::kFp8E4m3, &large, 1).block_m,
-            ChooseTiles("sm_90a", 32, KvFormat::kFp8E4m3, &large, 0).block_m);
 }
 
 TEST(TilePolicy, SmallBatchesTakeNarrowRowTilesOnTheWgmmaPath) {
@@ -224,7 +232,7 @@ TEST(TilePolicy, Mxfp4UpTo32RowsOnHopperTakeSwapAbTiles) {
   EXPECT_EQ(ChooseTiles("sm_80", 32, KvFormat::kMxfp4, &large).block_n, 32);
 }
 
-TEST(TilePolicy, TwelveWarpsOnlyForHopperMxfp4SwapAbTiles) {
+TEST(TilePolicy, TwelveWarpsOnlyForHopperMxfp4SwapAbOrFp8SixtyFourRowTiles) {
   // A product warpgroup and two converting ones: sm_90a MXFP4 tiles of 16 or
   // 32 rows, one CTA per SM, raw stages shared evenly.
   auto shape = [](int m, int stages, int ctas) {
@@ -243,6 +251,15 @@ TEST(TilePolicy, TwelveWarpsOnlyForHopperMxfp4SwapAbTiles) {
   EXPECT_FALSE(CheckTileShape("sm_90a", KvFormat::kMxfp4, shape(16, 2, 2)).ok());
   EXPECT_FALSE(CheckTileShape("sm_90a", KvFormat::kMxfp4, shape(64, 2, 1)).ok());
   EXPECT_FALSE(CheckTileShape("sm_90a", KvFormat::kFp8E4m3, shape(16, 2, 1)).ok());
+  // ... or the warp-specialised fp8 64-row tiles: a scorer and two
+  // accumulators, two or three stages, one CTA per SM.
+  EXPECT_TRUE(CheckTileShape("sm_90a", KvFormat::kFp8E4m3, shape(64, 3, 1)).ok());
+  EXPECT_TRUE(CheckTileShape("sm_90a", KvFormat::kFp8E4m3, shape(64, 2, 1)).ok());
+  EXPECT_FALSE(CheckTileShape("sm_90a", KvFormat::kFp8E4m3, shape(64, 4, 1)).ok());
+  EXPECT_FALSE(CheckTileShape("sm_90a", KvFormat::kFp8E4m3, shape(64, 3, 2)).ok());
+  EXPECT_FALSE(CheckTileShape("sm_90a", KvFormat::kFp8E4m3, shape(32, 2, 1)).ok());
+  EXPECT_FALSE(CheckTileShape("sm_90a", KvFormat::kBf16, shape(64, 2, 1)).ok());
+  EXPECT_FALSE(CheckTileShape("sm_80", KvFormat::kFp8E4m3, shape(64, 3, 1)).ok());
   EXPECT_FALSE(CheckTileShape("sm_90a", KvFormat::kBf16, shape(16, 2, 1)).ok());
   EXPECT_FALSE(CheckTileShape("sm_80", KvFormat::kMxfp4, shape(16, 2, 1)).ok());
   EXPECT_FALSE(CheckTileShape("sm_100a", KvFormat::kMxfp4, shape(16, 2, 1)).ok());

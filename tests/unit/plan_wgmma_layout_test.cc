@@ -287,5 +287,64 @@ TEST(WgmmaLayout, OutputDimsAreAPermutationWithConsecutiveDimsPerThread) {
   }
 }
 
+// ---- the warp-specialised 64-row path's V^T loads (fp8 stages) ---------------
+
+TEST(WgmmaLayout, RowsWsOutputDimsAreAPermutationWithConsecutiveDimsPerThread) {
+  std::set<int> dims;
+  for (int a = 0; a < 2; ++a) {
+    for (int b = 0; b < 4; ++b) {
+      for (int m = 0; m < 64; ++m) dims.insert(MlaRowsWsOutDim(a, b, m));
+    }
+  }
+  EXPECT_EQ(dims.size(), 512u);
+  EXPECT_EQ(*dims.rbegin(), 511);
+  for (int a = 0; a < 2; ++a) {
+    for (int warp = 0; warp < kWarps; ++warp) {
+      for (int r = 0; r < 8; ++r) {
+        for (int b = 0; b < 4; ++b) {
+          for (int h = 0; h < 2; ++h) {
+            EXPECT_EQ(MlaRowsWsDimBase(a, warp, r) + 2 * b + h,
+                      MlaRowsWsOutDim(a, b, 16 * warp + r + 8 * h));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(WgmmaLayout, RowsWsVLoadsReadTheirCodesWithoutBankConflicts) {
+  // Each lane reads 8 bytes: its 8 dims of one token. A half warp's 16 loads
+  // (128 bytes) must fall in 16 different 8-byte bank pairs.
+  for (int a = 0; a < 2; ++a) {
+    for (int warp = 0; warp < kWarps; ++warp) {
+      for (int step = 0; step < kTile / 16; ++step) {
+        for (int t = 0; t < 4; ++t) {
+          for (int half = 0; half < 2; ++half) {
+            std::set<int> pairs;
+            for (int lane = 16 * half; lane < 16 * half + 16; ++lane) {
+              const int r = lane >> 2, quad = lane & 3;
+              const int token = MlaWgmmaVToken(step, lane, t);
+              const int base = MlaRowsWsDimBase(a, warp, r);
+              const int at = MlaRowsWsVOffset(a, warp, r, token);
+              // The kernel adds whole token rows to the offset of the lane's
+              // first token (same swizzle key: tokens 8 apart).
+              EXPECT_EQ(at, MlaRowsWsVOffset(a, warp, r, 2 * quad + (t % 2)) +
+                                (token - 2 * quad - (t % 2)) * 128);
+              for (int d = 0; d < 8; ++d) {
+                const int dim = base + d;
+                EXPECT_EQ(at + d, MlaWgmmaFp8Offset(token, dim / 16) + dim % 16)
+                    << "a " << a << " warp " << warp << " lane " << lane;
+              }
+              pairs.insert((at / 8) % 16);
+            }
+            EXPECT_EQ(pairs.size(), 16u) << "a " << a << " warp " << warp << " step " << step
+                                         << " t " << t << " half " << half;
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace mlajit::plan
