@@ -94,8 +94,8 @@ TileShape ChooseTiles(const std::string& arch, int rows_per_sequence, KvFormat k
     // scorer warpgroup and two accumulating ones, one CTA per SM, three
     // stages of tiles as stored. H200, tools/bench/RESULTS.md v22, against
     // the two-warpgroup 64-row path: (128,4,8192,16) 316 -> 278-294 us,
-    // (32,4,8192,32) 168 -> 152, page size 64 196 -> 163, page size 1 216
-    // (then on 32-row swap-AB tiles) -> 183.
+    // (32,4,8192,32) 168 -> 152; standing runs: page size 64 196 -> 155,
+    // page size 1 217 (then on 32-row swap-AB tiles) -> 172.
     t.block_m = 64;
     t.block_n = 64;
     t.num_warps = 12;
