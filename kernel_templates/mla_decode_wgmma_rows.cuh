@@ -54,6 +54,7 @@
 #define MLAJIT_KERNEL_TEMPLATES_MLA_DECODE_WGMMA_ROWS_CUH_
 
 #include "mla_wgmma_common.cuh"
+#include "mla_wgmma_rows_common.cuh"
 #include "mla_wgmma_rows_layout.h"
 #include "mla_wgmma_ss.cuh"
 
@@ -64,9 +65,11 @@ using mla_wgmma::Desc;
 using mla_wgmma::Exp2;
 using mla_wgmma::Fence;
 using mla_wgmma::FenceProxyAsync;
+using mla_wgmma::MaskScores;
 using mla_wgmma::FP8;
 using mla_wgmma::PackOperand;  // f16 for fp8 KV, bf16 for bf16 KV
 using mla_wgmma::PinAccumulators;
+using mla_wgmma::SoftmaxRowsToP;
 using mla_wgmma::STAGES;
 using mla_wgmma::Wait;
 using mla_wgmma_ss::SsE4m3;
@@ -323,26 +326,14 @@ MLA_INLINE u32 QCodes(float lo, float hi, float q_scale) {
 // scores. Thread (row tid / 4, chunks tid % 4 + 4 i): all 18 loads in flight.
 MLA_INLINE float LoadQ(const MlaDecodeParams& p, const MlaSeqInfo& s, int row_start, const Smem& sm,
                        float q_scale) {
-  constexpr int PASSES = HEAD_DIM_QK / 8 / 4;  // 18
+  constexpr int PASSES = mla_wgmma::ROWS_Q_PASSES;
   const int row = threadIdx.x >> 2, sub = threadIdx.x & 3;
-  const bool valid = row_start + row < s.q_len * NUM_HEADS;
-  const u16* q = static_cast<const u16*>(p.q) +
-                 (static_cast<long long>(s.qo_start) * NUM_HEADS + row_start + row) * HEAD_DIM_QK +
-                 sub * 8;
   uint4 v[PASSES];
-#pragma unroll
-  for (int i = 0; i < PASSES; ++i) {
-    v[i] = valid ? *reinterpret_cast<const uint4*>(q + i * 32) : make_uint4(0, 0, 0, 0);
-  }
+  mla_wgmma::LoadQRowChunks(p, s, row_start, row, sub, v);
   constexpr bool RESCALE = FP8 && Q_MODE == Q_MODE_BF16;
   float up = 1.0f, back = 1.0f;
   if (RESCALE) {
-    u32 m2 = 0;  // bf16x2 running max of |q|
-#pragma unroll
-    for (int i = 0; i < PASSES; ++i) mla_wgmma::AbsMaxBf16x8(m2, v[i]);
-    float amax = fmaxf(Bf16ToFloat(m2 & 0xffffu), Bf16ToFloat(m2 >> 16));
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    float amax = mla_wgmma::WarpQAbsMax(v);
     if ((threadIdx.x & 31) == 0) sm.red[threadIdx.x >> 5] = amax;
     __syncthreads();  // red is next written in the epilogue, after more barriers
     amax = sm.red[0];
@@ -479,42 +470,9 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
       PinAccumulators(sc);
 
       // ---- online softmax per row; P and the rescale factors to smem ----
-      // Scores stay unscaled until exp2(s * scale - m), one FFMA each; the
-      // mask is applied only on tiles that reach past a row's limit.
-      const int j0 = kv_lo + t * TILE + 2 * quad;
-      if (kv_lo + (t + 1) * TILE > min(lim[0], lim[1])) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-#pragma unroll
-          for (int i = 0; i < 16; ++i) {
-            float& v = sc[4 * (i / 2) + 2 * h + (i % 2)];
-            v = j0 + 8 * (i / 2) + (i % 2) < lim[h] ? v : NegInf();
-          }
-        }
-      }
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        float mx = NegInf();
-#pragma unroll
-        for (int j = 0; j < 8; ++j) mx = fmaxf(mx, fmaxf(sc[4 * j + 2 * h], sc[4 * j + 2 * h + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float mn = fmaxf(m[h], mx * score_scale);
-        const float base = mn == NegInf() ? 0.0f : mn;  // nothing visible yet: avoid inf - inf
-        const float alpha = Exp2(m[h] - base);
-        m[h] = mn;
-        float sum = 0.0f;
-        u8* prow = sm.p + (row0 + 8 * h) * 16 + quad * 4;
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          const float p0 = Exp2(fmaf(sc[4 * j + 2 * h], score_scale, -base));
-          const float p1 = Exp2(fmaf(sc[4 * j + 2 * h + 1], score_scale, -base));
-          sum += p0 + p1;
-          *reinterpret_cast<u32*>(prow + j * CHUNK_BYTES) = PackOperand(p0, p1);
-        }
-        l[h] = l[h] * alpha + sum;  // this thread's part; the quad is summed at the end
-        if (quad == 0) sm.alpha[row0 + 8 * h] = alpha;
-      }
+      MaskScores(sc, lim, kv_lo + t * TILE + 2 * quad,
+                 kv_lo + (t + 1) * TILE > min(lim[0], lim[1]));
+      SoftmaxRowsToP(sc, score_scale, m, l, sm.p, sm.alpha, row0, quad);
       FenceProxyAsync();  // P -> wgmma reads
     } else if (FP8_S) {
       // V of tile t into the V operand: free since barrier (1), as P V of

@@ -36,6 +36,7 @@
 #define MLAJIT_KERNEL_TEMPLATES_MLA_DECODE_WGMMA_ROWS_WS_CUH_
 
 #include "mla_wgmma_common.cuh"
+#include "mla_wgmma_rows_common.cuh"
 #include "mla_wgmma_rows_layout.h"
 #include "mla_wgmma_ss.cuh"
 
@@ -49,11 +50,13 @@ using mla_wgmma::Exp2;
 using mla_wgmma::Fence;
 using mla_wgmma::FenceProxyAsync;
 using mla_wgmma::Fp8x4ToF16x4;
+using mla_wgmma::MaskScores;
 using mla_wgmma::MbarArrive;
 using mla_wgmma::MbarInit;
 using mla_wgmma::MbarWait;
 using mla_wgmma::PinAccumulators;
 using mla_wgmma::SetMaxRegisters;
+using mla_wgmma::SoftmaxRowsToP;
 using mla_wgmma::Wait;
 using mla_wgmma_ss::RsM64N64K16;
 using mla_wgmma_ss::SsE4m3;
@@ -154,25 +157,13 @@ MLA_INLINE void CopyTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0, 
 // codes. Returns the factor that undoes the scaling in the scores.
 MLA_INLINE float LoadQ(const MlaDecodeParams& p, const MlaSeqInfo& s, int row_start, const Smem& sm,
                        float q_scale, int c) {
-  constexpr int PASSES = HEAD_DIM_QK / 8 / 4;  // 18
+  constexpr int PASSES = mla_wgmma::ROWS_Q_PASSES;
   const int row = c >> 2, sub = c & 3;
-  const bool valid = row_start + row < s.q_len * NUM_HEADS;
-  const u16* q = static_cast<const u16*>(p.q) +
-                 (static_cast<long long>(s.qo_start) * NUM_HEADS + row_start + row) * HEAD_DIM_QK +
-                 sub * 8;
   uint4 v[PASSES];
-#pragma unroll
-  for (int i = 0; i < PASSES; ++i) {
-    v[i] = valid ? *reinterpret_cast<const uint4*>(q + i * 32) : make_uint4(0, 0, 0, 0);
-  }
+  mla_wgmma::LoadQRowChunks(p, s, row_start, row, sub, v);
   float up = 1.0f, back = 1.0f;
   if (Q_SPLIT) {
-    u32 m2 = 0;  // bf16x2 running max of |q|
-#pragma unroll
-    for (int i = 0; i < PASSES; ++i) mla_wgmma::AbsMaxBf16x8(m2, v[i]);
-    float amax = fmaxf(Bf16ToFloat(m2 & 0xffffu), Bf16ToFloat(m2 >> 16));
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    float amax = mla_wgmma::WarpQAbsMax(v);
     if ((c & 31) == 0) sm.red[c >> 5] = amax;
     SyncAccumulators();  // red is next written after the item's tiles
 #pragma unroll
@@ -282,46 +273,13 @@ MLA_INLINE void ScoreItem(const MlaDecodeParams& p, const MlaWorkItem& item, con
 #pragma unroll
     for (int i = 0; i < 32; ++i) sc[i] = Q_SPLIT ? hi[i] + lo[i] * Q_LO_WEIGHT : hi[i];
 
-    // ---- online softmax per row ----
-    // Scores stay unscaled until exp2(s * scale - m), one FFMA each; the mask
-    // is applied only on tiles that reach past a row's limit.
+    // ---- online softmax per row; P and the rescale factors to smem ----
     const int j0 = range.kv_lo + t * TILE + 2 * quad;
-    if (range.kv_lo + (t + 1) * TILE > min(lim[0], lim[1])) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-#pragma unroll
-        for (int i = 0; i < 16; ++i) {
-          float& v = sc[4 * (i / 2) + 2 * h + (i % 2)];
-          v = j0 + 8 * (i / 2) + (i % 2) < lim[h] ? v : NegInf();
-        }
-      }
-    }
+    MaskScores(sc, lim, j0, range.kv_lo + (t + 1) * TILE > min(lim[0], lim[1]));
     const int b = g & 1;
     MbarWait(&sm.pempty[b], PParity(g) ^ 1u);  // P V of tile g - 2 is done with buffer b
-    u8* pbuf = sm.p + b * P_BYTES;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float mx = NegInf();
-#pragma unroll
-      for (int j = 0; j < 8; ++j) mx = fmaxf(mx, fmaxf(sc[4 * j + 2 * h], sc[4 * j + 2 * h + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float mn = fmaxf(st.m[h], mx * score_scale);
-      const float base = mn == NegInf() ? 0.0f : mn;  // nothing visible yet: avoid inf - inf
-      const float alpha = Exp2(st.m[h] - base);
-      st.m[h] = mn;
-      float sum = 0.0f;
-      u8* prow = pbuf + (row0 + 8 * h) * 16 + quad * 4;
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const float p0 = Exp2(fmaf(sc[4 * j + 2 * h], score_scale, -base));
-        const float p1 = Exp2(fmaf(sc[4 * j + 2 * h + 1], score_scale, -base));
-        sum += p0 + p1;
-        *reinterpret_cast<u32*>(prow + j * CHUNK_BYTES) = PackF16x2(p0, p1);
-      }
-      st.l[h] = st.l[h] * alpha + sum;  // this thread's part; the quad is summed at the end
-      if (quad == 0) sm.alpha[b * ROWS + row0 + 8 * h] = alpha;
-    }
+    SoftmaxRowsToP(sc, score_scale, st.m, st.l, sm.p + b * P_BYTES, sm.alpha + b * ROWS, row0,
+                   quad);
     FenceProxyAsync();  // P -> the accumulators' wgmma reads
     MbarArrive(&sm.pfull[b]);
     // S of the next tile goes to the tensor cores ahead of P V of this one
