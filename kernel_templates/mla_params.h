@@ -134,7 +134,8 @@ MLA_HOST_DEVICE constexpr bool MlaWgmmaEligible(int kv_format, int block_m, int 
 }
 
 // The 64-row Hopper path (mla_decode_wgmma_rows.cuh) serves sm_90a with fp8 or
-// bf16 KV for tiles of 64 query rows and 64 tokens, two warpgroups per CTA.
+// bf16 KV for tiles of 64 query rows and 64 tokens, two warpgroups per CTA
+// (the policy's for bf16; fp8 takes the warp-specialised path below).
 MLA_HOST_DEVICE constexpr bool MlaWgmmaRowsEligible(int kv_format, int block_m, int block_n,
                                                     int num_warps) {
   return kv_format != 2 && block_m == 64 && block_n == 64 && num_warps == 8;
