@@ -62,7 +62,6 @@ namespace mla_wgmma_rows {
 
 using mla_wgmma::Commit;
 using mla_wgmma::Desc;
-using mla_wgmma::Exp2;
 using mla_wgmma::Fence;
 using mla_wgmma::FenceProxyAsync;
 using mla_wgmma::MaskScores;

@@ -46,7 +46,6 @@ using mla_wgmma::Commit;
 using mla_wgmma::CpAsyncCommit;
 using mla_wgmma::CpAsyncWait;
 using mla_wgmma::Desc;
-using mla_wgmma::Exp2;
 using mla_wgmma::Fence;
 using mla_wgmma::FenceProxyAsync;
 using mla_wgmma::Fp8x4ToF16x4;
