@@ -18,13 +18,14 @@
 //     k-step from the tile as stored and converts them to f16 on the way
 //     (mla_wgmma_layout.h, MlaRowsWsVOffset), so nothing converted is ever
 //     written to shared memory. They also copy the tiles into a ring of
-//     STAGES stages (cp.async): tile t + STAGES after P V of tile t, handed
-//     to the scorer STAGES - 1 tiles later. (Two stages measured about 15 %
-//     slower than three; asking L2 for tiles further ahead as well, slower
-//     too: RESULTS.md v22.)
-// mbarriers hand tiles and P over: kfull[stage] (a tile landed: every
-// accumulating thread waited for its copies and fenced them for the async
-// proxy), pfull[b] (P of a tile written), pempty[b] (P V of a tile done).
+//     STAGES stages (cp.async): tile t + STAGES after P V of tile t. (Two
+//     stages measured about 15 % slower than three; asking L2 for tiles
+//     further ahead as well, slower too: RESULTS.md v22.)
+// mbarriers hand tiles and P over: kfull[stage] (a tile landed: each copying
+// thread's cp.async arrive on it as its copies land, so the scorer's next S
+// waits for the data only, not for the accumulators' progress; the scorer
+// fences the tile for its wgmma reads), pfull[b] (P of a tile written),
+// pempty[b] (P V of a tile done).
 // A CTA counts its tiles over its work items (g), which names stages, P
 // buffers and phases.
 //
@@ -43,8 +44,7 @@
 namespace mla_wgmma_rows_ws {
 
 using mla_wgmma::Commit;
-using mla_wgmma::CpAsyncCommit;
-using mla_wgmma::CpAsyncWait;
+using mla_wgmma::CpAsyncArriveOnLanding;
 using mla_wgmma::Desc;
 using mla_wgmma::Fence;
 using mla_wgmma::FenceProxyAsync;
@@ -134,11 +134,20 @@ MLA_INLINE void CopyTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0, 
                          u8* stage, int c) {
   const u8* kv = static_cast<const u8*>(p.kv);
   const int first = c & 7;
+  // Both tokens' slots first: paged layouts read them from the page table,
+  // and ptxas, short of registers while P V is in flight, otherwise waits
+  // for each lookup in turn (RESULTS.md v23).
+  long long slot[TILE / 32];
 #pragma unroll
   for (int pass = 0; pass < TILE / 32; ++pass) {
-    const int tok = (c >> 3) + 32 * pass, j = j0 + tok;
-    const bool valid = j < kv_hi;
-    const u8* src = kv + KvSlot<PAGE_SIZE>(p, s, valid ? j : j0) * 576 + first * 16;
+    const int j = j0 + (c >> 3) + 32 * pass;
+    slot[pass] = KvSlot<PAGE_SIZE>(p, s, j < kv_hi ? j : j0);
+  }
+#pragma unroll
+  for (int pass = 0; pass < TILE / 32; ++pass) {
+    const int tok = (c >> 3) + 32 * pass;
+    const bool valid = j0 + tok < kv_hi;
+    const u8* src = kv + slot[pass] * 576 + first * 16;
 #pragma unroll
     for (int i = 0; i < (TOKEN_CHUNKS + 7) / 8; ++i) {
       if (first + 8 * i < TOKEN_CHUNKS) {
@@ -221,6 +230,14 @@ MLA_INLINE void VFragments(const VCodes& v, u32 (&a)[4][4]) {
 
 // ---- the scorer ------------------------------------------------------------------
 
+// Waits until tile g has landed in its stage. The copies' writes are generic
+// proxy writes; the fence orders them before this warpgroup's wgmma reads.
+MLA_INLINE const u8* WaitForTile(const Smem& sm, int g) {
+  MbarWait(&sm.kfull[StageOf(g)], StageParity(g));
+  FenceProxyAsync();
+  return sm.kv + StageOf(g) * STAGE_BYTES;
+}
+
 // Issues S of the tile in `stage` into (hi, lo): 18 k32 steps, 16 in the
 // 128-byte-swizzled blocks and two in the rope block (MlaWgmmaFp8KStepOffset).
 MLA_INLINE void IssueS(const Smem& sm, const u8* stage, float (&hi)[32], float (&lo)[32]) {
@@ -261,8 +278,7 @@ MLA_INLINE void ScoreItem(const MlaDecodeParams& p, const MlaWorkItem& item, con
   const int n = range.num_tiles;
   if (n == 0) return;
   float hi[32], lo[32];
-  MbarWait(&sm.kfull[StageOf(g0)], StageParity(g0));
-  IssueS(sm, sm.kv + StageOf(g0) * STAGE_BYTES, hi, lo);
+  IssueS(sm, WaitForTile(sm, g0), hi, lo);
   for (int t = 0; t < n; ++t) {
     const int g = g0 + t;
     Wait<0>();
@@ -284,10 +300,7 @@ MLA_INLINE void ScoreItem(const MlaDecodeParams& p, const MlaWorkItem& item, con
     // S of the next tile goes to the tensor cores ahead of P V of this one
     // (the accumulators see P a little later), so that this warpgroup's next
     // softmax runs while they multiply.
-    if (t + 1 < n) {
-      MbarWait(&sm.kfull[StageOf(g + 1)], StageParity(g + 1));
-      IssueS(sm, sm.kv + StageOf(g + 1) * STAGE_BYTES, hi, lo);
-    }
+    if (t + 1 < n) IssueS(sm, WaitForTile(sm, g + 1), hi, lo);
   }
 }
 
@@ -309,16 +322,14 @@ MLA_INLINE void AccumulateItem(const MlaDecodeParams& p, const MlaSeqInfo& s, co
 #pragma unroll
     for (int i = 0; i < 32; ++i) o[b][i] = 0.0f;
   }
+  VCodes v_next;
+  if (n > 0) {
+    MbarWait(&sm.kfull[StageOf(g0)], StageParity(g0));
+    v_next = LoadVCodes(sm.kv + StageOf(g0) * STAGE_BYTES, off, 0);
+  }
   for (int t = 0; t < n; ++t) {
     const int g = g0 + t, b = g & 1;
     const u8* stage = sm.kv + StageOf(g) * STAGE_BYTES;
-    if (t + 1 < n) {  // tile g + 1, copied STAGES - 1 tiles ago, for the scorer's next S
-      CpAsyncWait<STAGES - 2>();
-      FenceProxyAsync();
-      MbarArrive(&sm.kfull[StageOf(g + 1)]);
-    }
-    MbarWait(&sm.kfull[StageOf(g)], StageParity(g));  // every thread's copies of tile g are in
-    VCodes v_next = LoadVCodes(stage, off, 0);
     MbarWait(&sm.pfull[b], PParity(g));
     // Rescale the rows whose maximum moved (columns 8 j + 2 quad + e).
     const float* alpha = sm.alpha + b * ROWS + 2 * quad;
@@ -346,13 +357,18 @@ MLA_INLINE void AccumulateItem(const MlaDecodeParams& p, const MlaSeqInfo& s, co
     for (int step = 0; step < TILE / 16; ++step) {
       u32 frag[4][4];
       VFragments(v_next, frag);
-      if (step + 1 < TILE / 16) v_next = LoadVCodes(stage, off, step + 1);
+      if (step + 1 < TILE / 16) {
+        v_next = LoadVCodes(stage, off, step + 1);
+      } else if (t + 1 < n) {  // the next tile's first codes, ahead of this tile's tail
+        MbarWait(&sm.kfull[StageOf(g + 1)], StageParity(g + 1));
+        v_next = LoadVCodes(sm.kv + StageOf(g + 1) * STAGE_BYTES, off, 0);
+      }
       Fence();
 #pragma unroll
       for (int blk = 0; blk < 4; ++blk)
         RsM64N64K16(o[blk], frag[blk], p_desc.At(step * STEP_BYTES), 1);
       Commit();
-      Wait<1>();
+      if (step + 1 < TILE / 16) Wait<1>();  // the last group is waited for below
     }
     // Every thread of both warpgroups has read its codes of tile g, and S of
     // it is done (P was written after it): the stage takes tile g + STAGES.
@@ -360,22 +376,12 @@ MLA_INLINE void AccumulateItem(const MlaDecodeParams& p, const MlaSeqInfo& s, co
     if (t + STAGES < n) {
       CopyTile(p, s, range.kv_lo + (t + STAGES) * TILE, range.kv_hi,
                sm.kv + StageOf(g) * STAGE_BYTES, c);
+      CpAsyncArriveOnLanding(&sm.kfull[StageOf(g)]);
     }
-    CpAsyncCommit();
     Wait<0>();
 #pragma unroll
     for (int blk = 0; blk < 4; ++blk) PinAccumulators(o[blk]);
     MbarArrive(&sm.pempty[b]);
-  }
-}
-
-// Tile 0 of an item (copied at its start with tiles 1 .. STAGES - 1, a
-// group each) is handed over as it lands; the others in AccumulateItem.
-MLA_INLINE void HandOverFirstTile(const Smem& sm, int g, int n) {
-  if (n > 0) {
-    CpAsyncWait<STAGES - 1>();
-    FenceProxyAsync();
-    MbarArrive(&sm.kfull[StageOf(g)]);
   }
 }
 
@@ -425,13 +431,13 @@ MLA_INLINE void AccumulatorItem(const MlaDecodeParams& p, const MlaWorkItem& ite
   const int rows_total = s.q_len * NUM_HEADS;
   const int c = threadIdx.x - WG_THREADS;  // 0..255
   __syncthreads();                         // (1)
-  // The first STAGES tiles, one copy group each, then Q.
+  // The first STAGES tiles, then Q.
 #pragma unroll
   for (int t = 0; t < STAGES; ++t) {
     if (t < n) {
       CopyTile(p, s, range.kv_lo + t * TILE, range.kv_hi, sm.kv + StageOf(g + t) * STAGE_BYTES, c);
+      CpAsyncArriveOnLanding(&sm.kfull[StageOf(g + t)]);
     }
-    CpAsyncCommit();
   }
   if (n > 0) {
     const float back = LoadQ(p, s, item.row_start, sm, q_scale, c);
@@ -439,7 +445,6 @@ MLA_INLINE void AccumulatorItem(const MlaDecodeParams& p, const MlaWorkItem& ite
     FenceProxyAsync();  // Q -> the scorer's wgmma reads
   }
   __syncthreads();  // (2)
-  HandOverFirstTile(sm, g, n);
   float o[4][32];
   AccumulateItem(p, s, sm, range, g, o);
   __syncthreads();  // (3)

@@ -149,6 +149,14 @@ MLA_INLINE void MbarInit(u64* bar, int count) {
 MLA_INLINE void MbarArrive(u64* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(SmemAddr(bar)) : "memory");
 }
+// Arrives on `bar` once every cp.async this thread issued before has landed,
+// without raising the phase's expected count: the barrier must count one such
+// arrival per copying thread. The copies' writes are then visible to threads
+// that wait on the phase; wgmma reads need a proxy fence after that wait.
+MLA_INLINE void CpAsyncArriveOnLanding(u64* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(SmemAddr(bar))
+               : "memory");
+}
 // Waits until the phase of `bar` with this parity has completed (acquire).
 MLA_INLINE void MbarWait(u64* bar, u32 parity) {
   asm volatile(
