@@ -157,6 +157,19 @@ MLA_INLINE long long KvSlot(const MlaDecodeParams& p, const MlaSeqInfo& s, int j
   const int page = max(p.kv_indices[s.kv_base + j / P], 0);
   return static_cast<long long>(page) * P + (j % P);
 }
+// KvSlot in two steps, for callers that look several pages up before using
+// any: the page id of position j (paged layouts), then j on that page.
+template <int PS>
+MLA_INLINE int KvPage(const MlaDecodeParams& p, const MlaSeqInfo& s, int j) {
+  constexpr int P = PS > 0 ? PS : 1;
+  return PS == 0 ? 0 : max(p.kv_indices[s.kv_base + j / P], 0);
+}
+template <int PS>
+MLA_INLINE long long KvSlotOnPage(const MlaSeqInfo& s, int page, int j) {
+  constexpr int P = PS > 0 ? PS : 1;
+  return PS == 0 ? static_cast<long long>(s.kv_base) + j
+                 : static_cast<long long>(page) * P + (j % P);
+}
 
 // Sequence `seq` of the schedule. In a paged layout a sequence whose first page
 // id is negative is a padded slot (engines pad captured batches with -1 page

@@ -134,20 +134,27 @@ MLA_INLINE void CopyTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0, 
                          u8* stage, int c) {
   const u8* kv = static_cast<const u8*>(p.kv);
   const int first = c & 7;
-  // Both tokens' slots first: paged layouts read them from the page table,
-  // and ptxas, short of registers while P V is in flight, otherwise waits
-  // for each lookup in turn (RESULTS.md v23).
+  // Both tokens' slots (flat) or page ids (paged) before any copy: with P V
+  // in flight, ptxas otherwise waits for each page-table lookup in turn, and
+  // page ids take half the registers of slots, which spilled (RESULTS.md v23).
   long long slot[TILE / 32];
+  int page[TILE / 32];
 #pragma unroll
   for (int pass = 0; pass < TILE / 32; ++pass) {
-    const int j = j0 + (c >> 3) + 32 * pass;
-    slot[pass] = KvSlot<PAGE_SIZE>(p, s, j < kv_hi ? j : j0);
+    const int j = j0 + (c >> 3) + 32 * pass, at = j < kv_hi ? j : j0;
+    if (PAGE_SIZE == 0) {
+      slot[pass] = KvSlot<PAGE_SIZE>(p, s, at);
+    } else {
+      page[pass] = KvPage<PAGE_SIZE>(p, s, at);
+    }
   }
 #pragma unroll
   for (int pass = 0; pass < TILE / 32; ++pass) {
-    const int tok = (c >> 3) + 32 * pass;
-    const bool valid = j0 + tok < kv_hi;
-    const u8* src = kv + slot[pass] * 576 + first * 16;
+    const int tok = (c >> 3) + 32 * pass, j = j0 + tok;
+    const bool valid = j < kv_hi;
+    const long long at =
+        PAGE_SIZE == 0 ? slot[pass] : KvSlotOnPage<PAGE_SIZE>(s, page[pass], valid ? j : j0);
+    const u8* src = kv + at * 576 + first * 16;
 #pragma unroll
     for (int i = 0; i < (TOKEN_CHUNKS + 7) / 8; ++i) {
       if (first + 8 * i < TOKEN_CHUNKS) {
