@@ -226,7 +226,8 @@ TEST(JitCompile, WarpgroupMmaShapesCompileForSm90a) {
 
 // The sm_90a 64-row paths, likewise: the policy's (mla_decode_wgmma_rows_ws.cuh
 // for fp8, mla_decode_wgmma_rows.cuh for bf16) and fp8 on the two-warpgroup
-// one (a tuner candidate); every Q mode, flat and paged, causal and not.
+// one (a tuner candidate); every Q mode, flat and paged (page sizes 64 and
+// 1, whose copies look pages up), causal and not.
 TEST(JitCompile, SixtyFourRowWgmmaShapesCompileForSm90a) {
   REQUIRE_COMPILER("sm_90a");
   auto kc = KernelCompiler::Create(MemoryCache());
@@ -236,9 +237,9 @@ TEST(JitCompile, SixtyFourRowWgmmaShapesCompileForSm90a) {
     for (KvFormat kv : {KvFormat::kFp8E4m3, KvFormat::kBf16}) {
       if (warps == 8 && kv != KvFormat::kFp8E4m3) continue;
       for (QMode q_mode : {QMode::kBf16, QMode::kFp8}) {
-        for (int page_size : {0, 64}) {
-          const int heads = page_size == 0 ? 16 : 128;
-          const int q_len = page_size == 0 ? 4 : 1;
+        for (int page_size : {0, 64, 1}) {
+          const int heads = page_size == 0 ? 16 : page_size == 64 ? 128 : 32;
+          const int q_len = page_size == 64 ? 1 : 4;
           plan::TileShape t = plan::ChooseTiles("sm_90a", heads * q_len, kv);
           if (warps == 8) {
             t.num_warps = 8;
@@ -248,14 +249,14 @@ TEST(JitCompile, SixtyFourRowWgmmaShapesCompileForSm90a) {
           ASSERT_EQ(plan::RunsWgmmaRowsWsPath("sm_90a", kv, t.block_m, t.block_n, t.num_warps), ws);
           ASSERT_EQ(plan::RunsWgmmaRowsPath("sm_90a", kv, t.block_m, t.block_n, t.num_warps), !ws);
           KernelSpec spec = Sm90aSpec(heads, q_len, kv, q_mode, page_size, t);
-          spec.causal = page_size == 0;
+          spec.causal = page_size != 64;
           ExpectCompiles(**kc, spec, /*no_spills=*/true);
           ++compiled;
         }
       }
     }
   }
-  EXPECT_EQ(compiled, 12);
+  EXPECT_EQ(compiled, 18);
 }
 
 TEST(JitCompile, EveryTemplateCompilesWithHiprtcForGfx90a) {
