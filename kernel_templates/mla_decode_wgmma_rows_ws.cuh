@@ -22,10 +22,10 @@
 //     stages measured about 15 % slower than three; asking L2 for tiles
 //     further ahead as well, slower too: RESULTS.md v22.)
 // mbarriers hand tiles and P over: kfull[stage] (a tile landed: each copying
-// thread's cp.async arrive on it as its copies land, so the scorer's next S
-// waits for the data only, not for the accumulators' progress; the scorer
-// fences the tile for its wgmma reads), pfull[b] (P of a tile written),
-// pempty[b] (P V of a tile done).
+// thread arrives on it through cp.async once its copies land, so the
+// scorer's next S waits for the data only, not for the accumulators'
+// progress; the scorer fences the tile for its wgmma reads), pfull[b] (P of
+// a tile written), pempty[b] (P V of a tile done).
 // A CTA counts its tiles over its work items (g), which names stages, P
 // buffers and phases.
 //
