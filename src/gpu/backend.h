@@ -35,6 +35,9 @@ struct DeviceProperties {
   int max_shared_memory_per_block_optin = 0;  // bytes
   int max_threads_per_sm = 0;
   int64_t total_memory = 0;  // bytes
+  // "0000:41:00.0" (domain:bus:device.function, hex), the name NVML and
+  // nvidia-smi know the device by; empty where the backend does not say (HIP).
+  std::string pci_bus_id;
 };
 
 // Opaque handles; 0 is never a valid value.

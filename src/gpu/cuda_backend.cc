@@ -26,6 +26,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "src/base/status_macros.h"
 #include "src/gpu/backend.h"
@@ -164,6 +165,13 @@ class CudaBackend final : public Backend {
     size_t total = 0;
     MLAJIT_RETURN_IF_ERROR(Check(api_.cuDeviceTotalMem(&total, dev), "cuDeviceTotalMem", device));
     props.total_memory = static_cast<int64_t>(total);
+    int domain = 0, bus = 0, slot = 0;
+    MLAJIT_RETURN_IF_ERROR(
+        Attribute(device, CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, "PCI_DOMAIN_ID", &domain));
+    MLAJIT_RETURN_IF_ERROR(Attribute(device, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, "PCI_BUS_ID", &bus));
+    MLAJIT_RETURN_IF_ERROR(
+        Attribute(device, CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, "PCI_DEVICE_ID", &slot));
+    props.pci_bus_id = absl::StrFormat("%04x:%02x:%02x.0", domain, bus, slot);
     return props;
   }
 

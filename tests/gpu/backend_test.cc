@@ -166,6 +166,9 @@ TEST_F(BackendTest, DevicePropertiesAreSane) {
   EXPECT_FALSE(props_.arch.empty());
   if (props_.vendor == Vendor::kNvidia) {
     EXPECT_THAT(props_.arch, ::testing::StartsWith("sm_"));
+    // domain:bus:device.function, as NVML and nvidia-smi name the device.
+    EXPECT_THAT(props_.pci_bus_id,
+                ::testing::MatchesRegex("[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\\.0"));
   } else {
     EXPECT_THAT(props_.arch, ::testing::StartsWith("gfx"));
     EXPECT_EQ(props_.arch.find(':'), std::string::npos);
@@ -180,7 +183,7 @@ TEST_F(BackendTest, DevicePropertiesAreSane) {
             absl::StatusCode::kInvalidArgument);
   std::cout << "device 0: " << props_.name << " " << props_.arch << ", " << props_.sm_count
             << " SMs, " << props_.max_shared_memory_per_block_optin << " B smem/block, "
-            << props_.total_memory << " B\n";
+            << props_.total_memory << " B, PCI " << props_.pci_bus_id << "\n";
 }
 
 TEST_F(BackendTest, MemoryRoundTripOnAStream) {

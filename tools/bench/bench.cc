@@ -20,6 +20,11 @@
 //  - host_us: host wall time per mlajit_decode call (validation and enqueue,
 //    not the kernel): median of 5 bursts of min(--runs, 100) calls, few enough
 //    that the launch queue never fills and blocks the host.
+// And the state the median was measured in (gpu_clocks.h; "-" without NVML):
+//  - sm_MHz: median SM clock sampled every millisecond over the timed calls;
+//  - pcap%: share of that window the driver held the clocks down for power.
+//    The JSON adds the clock's range, the thermal share and the clock-event
+//    reasons seen.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -39,6 +44,7 @@
 #include "src/base/mla_types.h"
 #include "src/base/status_macros.h"
 #include "tools/bench/custom_case.h"
+#include "tools/bench/gpu_clocks.h"
 #include "tools/bench/schedule_report.h"
 #include "tools/bench/step_graph.h"
 #include "tools/harness/decode_harness.h"
@@ -129,6 +135,7 @@ struct Result {
   bool passed = false;
   int copies = 1;
   std::string plan_json;  // mlajit_plan_describe_json of the timed plan
+  ClockSummary clocks;    // over the per-call timed runs (the median's window)
 };
 
 double Median(std::vector<double> v) {
@@ -204,6 +211,32 @@ absl::StatusOr<double> GraphReplayUs(gpu::Backend* b, int dev, gpu::StreamHandle
   return *ms * 1e3 / runs;
 }
 
+// NVML on the bench's device, or null (with the reason on stderr): the
+// figures are the same either way, only the clock columns read "-".
+std::unique_ptr<ClockMonitor> OpenClockMonitor(DecodeHarness& h) {
+  absl::StatusOr<gpu::DeviceProperties> props = h.backend()->GetDeviceProperties(h.device());
+  absl::StatusOr<std::unique_ptr<ClockMonitor>> m =
+      props.ok() ? ClockMonitor::Open(props->pci_bus_id) : props.status();
+  if (!m.ok()) {
+    std::fprintf(stderr, "clocks: not reported: %s\n", std::string(m.status().message()).c_str());
+    return nullptr;
+  }
+  std::fprintf(stderr, "clocks: %s\n", (*m)->Describe().c_str());
+  return *std::move(m);
+}
+
+// The JSON object of a case's clock summary ("null" without NVML); a share
+// NVML does not report is null.
+std::string ClocksJson(const ClockSummary& k) {
+  if (!k.available) return "null";
+  auto share = [](double v) { return v >= 0 ? absl::StrFormat("%.4f", v) : std::string("null"); };
+  return absl::StrFormat(
+      "{\"samples\":%d,\"sm_mhz_median\":%u,\"sm_mhz_min\":%u,\"sm_mhz_max\":%u,"
+      "\"power_capped\":%s,\"thermal_capped\":%s,\"reasons\":\"%s\"}",
+      k.samples, k.sm_mhz_median, k.sm_mhz_min, k.sm_mhz_max, share(k.power_capped),
+      share(k.thermal_capped), ClockReasonNames(k.reasons));
+}
+
 // mlajit_tune on the case's layout; the chosen shape and both timings go to
 // stderr, the record to the cache directory.
 absl::Status TuneCase(DecodeHarness& h, const Case& c) {
@@ -218,7 +251,8 @@ absl::Status TuneCase(DecodeHarness& h, const Case& c) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Result> RunCase(DecodeHarness& h, const Case& c, int runs, bool check) {
+absl::StatusOr<Result> RunCase(DecodeHarness& h, const Case& c, int runs, bool check,
+                               ClockMonitor* clocks) {
   Result r;
   r.c = c;
   MLAJIT_ASSIGN_OR_RETURN(std::unique_ptr<DeviceBatch> db, h.Upload(c.config, false));
@@ -266,6 +300,9 @@ absl::StatusOr<Result> RunCase(DecodeHarness& h, const Case& c, int runs, bool c
     mlajit_decode_args_t a = args_for(i);
     MLAJIT_RETURN_IF_ERROR(harness::FromC(mlajit_decode(db->plan, &a, stream)));
   }
+  // The clock is sampled from the first enqueue until the last call is done:
+  // the GPU runs behind the host, so the window covers all timed calls.
+  if (clocks != nullptr) clocks->Start();
   for (int i = 0; i < runs; ++i) {
     mlajit_decode_args_t a = args_for(i);
     MLAJIT_RETURN_IF_ERROR(b->RecordEvent(dev, ev[2 * i], stream));
@@ -273,6 +310,7 @@ absl::StatusOr<Result> RunCase(DecodeHarness& h, const Case& c, int runs, bool c
     MLAJIT_RETURN_IF_ERROR(b->RecordEvent(dev, ev[2 * i + 1], stream));
   }
   MLAJIT_RETURN_IF_ERROR(b->StreamSynchronize(dev, stream));
+  if (clocks != nullptr) r.clocks = clocks->Stop();
   std::vector<double> us(runs);
   for (int i = 0; i < runs; ++i) {
     MLAJIT_ASSIGN_OR_RETURN(float ms, b->ElapsedMs(ev[2 * i], ev[2 * i + 1]));
@@ -469,6 +507,7 @@ int Main(int argc, char** argv) {
   }
   FirstCallCosts(cases.front());
   HostCostBreakdown(**h);
+  std::unique_ptr<ClockMonitor> clocks = OpenClockMonitor(**h);
   std::vector<Result> results;
   for (const Case& c : cases) {
     if (tune) {
@@ -478,7 +517,7 @@ int Main(int argc, char** argv) {
         return 1;
       }
     }
-    auto r = RunCase(**h, c, runs, check);
+    auto r = RunCase(**h, c, runs, check, clocks.get());
     if (!r.ok()) {
       std::fprintf(stderr, "%s: %s\n", CaseName(c.config).c_str(),
                    std::string(r.status().message()).c_str());
@@ -490,9 +529,9 @@ int Main(int argc, char** argv) {
                  c.suite.c_str(), CaseName(c.config).c_str(), r->median_us,
                  check && !r->passed ? " (MISMATCH)" : "", r->plan_json.c_str());
   }
-  std::printf("\n%-8s %-30s %9s %9s %9s %9s %9s %8s %8s %9s %7s %9s %s\n", "suite", "case",
-              "median_us", "min_us", "burst_us", "graph_us", "host_us", "TB/s", "TFLOP/s",
-              "floor_us", "%floor", "rel_err", "ok");
+  std::printf("\n%-8s %-30s %9s %9s %9s %9s %9s %8s %8s %9s %7s %9s %3s %7s %7s\n", "suite",
+              "case", "median_us", "min_us", "burst_us", "graph_us", "host_us", "TB/s", "TFLOP/s",
+              "floor_us", "%floor", "rel_err", "ok", "sm_MHz", "pcap%");
   std::string current;
   double log_sum = 0, log_floor = 0;
   int n = 0;
@@ -512,10 +551,16 @@ int Main(int argc, char** argv) {
     }
     const double s = r.median_us * 1e-6;
     const std::string graph = r.graph_us > 0 ? absl::StrFormat("%.2f", r.graph_us) : "-";
-    std::printf("%-8s %-30s %9.2f %9.2f %9.2f %9s %9.2f %8.2f %8.1f %9.2f %6.1f%% %9.2e %s\n",
-                r.c.suite.c_str(), CaseName(r.c.config).c_str(), r.median_us, r.min_us, r.burst_us,
-                graph.c_str(), r.host_us, r.bytes / s * 1e-12, r.flops / s * 1e-12, r.floor_us,
-                100 * r.floor_us / r.median_us, r.rel_err, check ? (r.passed ? "yes" : "NO") : "-");
+    const ClockSummary& k = r.clocks;
+    const std::string mhz = k.available ? absl::StrCat(k.sm_mhz_median) : "-";
+    const std::string capped =
+        k.power_capped >= 0 ? absl::StrFormat("%.0f", 100 * k.power_capped) : "-";
+    std::printf(
+        "%-8s %-30s %9.2f %9.2f %9.2f %9s %9.2f %8.2f %8.1f %9.2f %6.1f%% %9.2e %3s %7s %7s\n",
+        r.c.suite.c_str(), CaseName(r.c.config).c_str(), r.median_us, r.min_us, r.burst_us,
+        graph.c_str(), r.host_us, r.bytes / s * 1e-12, r.flops / s * 1e-12, r.floor_us,
+        100 * r.floor_us / r.median_us, r.rel_err, check ? (r.passed ? "yes" : "NO") : "-",
+        mhz.c_str(), capped.c_str());
     log_sum += std::log(r.median_us);
     log_floor += std::log(r.floor_us);
     ++n;
@@ -544,6 +589,7 @@ int Main(int argc, char** argv) {
           << ",\"bytes\":" << r.bytes << ",\"flops\":" << r.flops
           << ",\"floor_us\":" << r.floor_us << ",\"rel_err\":" << r.rel_err
           << ",\"passed\":" << (r.passed ? "true" : "false") << ",\"copies\":" << r.copies
+          << ",\"clocks\":" << ClocksJson(r.clocks)
           << ",\"plan\":" << (r.plan_json.empty() ? "null" : r.plan_json) << "}";
     }
     out << "]}\n";

@@ -1,0 +1,62 @@
+// The benchmark's clock summary (tools/bench/gpu_clocks.h). NVML itself is
+// only reachable on a GPU machine; what must hold everywhere is that a
+// missing library or device is an error with a reason, never a crash.
+#include "tools/bench/gpu_clocks.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace mlajit::bench {
+namespace {
+
+TEST(ClockReasonNames, NamesTheSlowingReasonsOnly) {
+  EXPECT_EQ(ClockReasonNames(0), "none");
+  EXPECT_EQ(ClockReasonNames(0x1), "none");  // idle: not a slowdown
+  EXPECT_EQ(ClockReasonNames(kReasonSwPowerCap), "sw_power_cap");
+  EXPECT_EQ(ClockReasonNames(kReasonSwPowerCap | kReasonHwThermal | 0x2),
+            "sw_power_cap+hw_thermal");
+  EXPECT_EQ(ClockReasonNames(kReasonHwSlowdown | kReasonSwThermal | kReasonHwPowerBrake),
+            "hw_slowdown+sw_thermal+hw_power_brake");
+}
+
+TEST(Summarize, MedianRangeAndReasons) {
+  const std::vector<ClockSample> samples = {{1980, 0},
+                                            {1605, kReasonSwPowerCap},
+                                            {1875, kReasonSwPowerCap},
+                                            {1230, kReasonHwThermal},
+                                            {1965, 0}};
+  const ClockSummary s = Summarize(samples, 0.25, -1);
+  EXPECT_TRUE(s.available);
+  EXPECT_EQ(s.samples, 5);
+  EXPECT_EQ(s.sm_mhz_median, 1875u);
+  EXPECT_EQ(s.sm_mhz_min, 1230u);
+  EXPECT_EQ(s.sm_mhz_max, 1980u);
+  EXPECT_EQ(s.reasons, kReasonSwPowerCap | kReasonHwThermal);
+  EXPECT_DOUBLE_EQ(s.power_capped, 0.25);
+  EXPECT_DOUBLE_EQ(s.thermal_capped, -1);
+}
+
+TEST(Summarize, NoSamplesIsUnavailable) {
+  const ClockSummary s = Summarize({}, -1, -1);
+  EXPECT_FALSE(s.available);
+  EXPECT_EQ(s.samples, 0);
+}
+
+TEST(ClockMonitor, NoBusIdIsAnErrorWithAReason) {
+  auto m = ClockMonitor::Open("");
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(m.status().message().find("PCI bus id"), absl::string_view::npos);
+}
+
+TEST(ClockMonitor, UnknownDeviceIsAnErrorNotACrash) {
+  // Without NVML the library is missing; with it, no GPU sits on this bus.
+  auto m = ClockMonitor::Open("ffff:ff:1f.7");
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_FALSE(m.status().message().empty());
+}
+
+}  // namespace
+}  // namespace mlajit::bench

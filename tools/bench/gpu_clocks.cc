@@ -1,0 +1,207 @@
+#include "tools/bench/gpu_clocks.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <chrono>
+#include <type_traits>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+
+namespace mlajit::bench {
+namespace {
+
+// The NVML entry points used here, with their C prototypes as nvml.h declares
+// them (the header is not needed to build: the bench also builds without the
+// CUDA toolkit). nvmlReturn_t is an int enum, 0 = NVML_SUCCESS.
+using NvmlDevice = struct NvmlDeviceOpaque*;
+struct NvmlViolationTime {
+  unsigned long long reference_time;  // µs, CPU timestamp
+  unsigned long long violation_time;  // ns held below the requested clocks
+};
+constexpr int kNvmlClockSm = 1;
+constexpr int kNvmlPolicyPower = 0;
+constexpr int kNvmlPolicyThermal = 1;
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+struct ClockMonitor::Api {
+  void* handle = nullptr;
+  NvmlDevice device = nullptr;
+  int (*init)() = nullptr;
+  int (*shutdown)() = nullptr;
+  const char* (*error_string)(int) = nullptr;
+  int (*by_pci_bus_id)(const char*, NvmlDevice*) = nullptr;
+  int (*name)(NvmlDevice, char*, unsigned) = nullptr;
+  int (*clock)(NvmlDevice, int, unsigned*) = nullptr;
+  int (*power_limit)(NvmlDevice, unsigned*) = nullptr;
+  int (*reasons)(NvmlDevice, unsigned long long*) = nullptr;
+  int (*violation)(NvmlDevice, int, NvmlViolationTime*) = nullptr;
+  bool initialised = false;
+
+  ~Api() {
+    if (initialised) shutdown();
+    if (handle != nullptr) dlclose(handle);
+  }
+  std::string Error(int r) const {
+    return error_string != nullptr ? error_string(r) : absl::StrCat("NVML error ", r);
+  }
+};
+
+std::string ClockReasonNames(uint64_t reasons) {
+  static constexpr std::pair<uint64_t, const char*> kNames[] = {
+      {kReasonSwPowerCap, "sw_power_cap"}, {kReasonHwSlowdown, "hw_slowdown"},
+      {kReasonSwThermal, "sw_thermal"},    {kReasonHwThermal, "hw_thermal"},
+      {kReasonHwPowerBrake, "hw_power_brake"}};
+  std::vector<std::string> set;
+  for (const auto& [bit, name] : kNames) {
+    if (reasons & bit) set.push_back(name);
+  }
+  return set.empty() ? "none" : absl::StrJoin(set, "+");
+}
+
+ClockSummary Summarize(const std::vector<ClockSample>& samples, double power_capped,
+                       double thermal_capped) {
+  ClockSummary s;
+  s.power_capped = power_capped;
+  s.thermal_capped = thermal_capped;
+  s.samples = static_cast<int>(samples.size());
+  if (samples.empty()) return s;
+  s.available = true;
+  std::vector<unsigned> mhz;
+  for (const ClockSample& c : samples) {
+    mhz.push_back(c.sm_mhz);
+    s.reasons |= c.reasons;
+  }
+  std::sort(mhz.begin(), mhz.end());
+  s.sm_mhz_min = mhz.front();
+  s.sm_mhz_max = mhz.back();
+  s.sm_mhz_median = mhz[mhz.size() / 2];
+  return s;
+}
+
+absl::StatusOr<std::unique_ptr<ClockMonitor>> ClockMonitor::Open(const std::string& pci_bus_id) {
+  if (pci_bus_id.empty()) {
+    return absl::FailedPreconditionError("the GPU backend reports no PCI bus id for the device");
+  }
+  auto api = std::make_unique<Api>();
+  api->handle = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (api->handle == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat("libnvidia-ml.so.1: ", dlerror()));
+  }
+  auto bind = [&](auto& fn, const char* symbol) {
+    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(api->handle, symbol));
+    return fn != nullptr;
+  };
+  // Drivers before 535 only export the older name of the reasons query.
+  if (!bind(api->reasons, "nvmlDeviceGetCurrentClocksEventReasons")) {
+    bind(api->reasons, "nvmlDeviceGetCurrentClocksThrottleReasons");
+  }
+  bind(api->violation, "nvmlDeviceGetViolationStatus");  // optional
+  for (auto [ok, symbol] : {std::pair{bind(api->init, "nvmlInit_v2"), "nvmlInit_v2"},
+                            {bind(api->shutdown, "nvmlShutdown"), "nvmlShutdown"},
+                            {bind(api->error_string, "nvmlErrorString"), "nvmlErrorString"},
+                            {bind(api->by_pci_bus_id, "nvmlDeviceGetHandleByPciBusId_v2"),
+                             "nvmlDeviceGetHandleByPciBusId_v2"},
+                            {bind(api->name, "nvmlDeviceGetName"), "nvmlDeviceGetName"},
+                            {bind(api->clock, "nvmlDeviceGetClockInfo"), "nvmlDeviceGetClockInfo"},
+                            {bind(api->power_limit, "nvmlDeviceGetEnforcedPowerLimit"),
+                             "nvmlDeviceGetEnforcedPowerLimit"},
+                            {api->reasons != nullptr, "nvmlDeviceGetCurrentClocksEventReasons"}}) {
+    if (!ok) return absl::FailedPreconditionError(absl::StrCat("libnvidia-ml.so.1 lacks ", symbol));
+  }
+  if (int r = api->init(); r != 0) {
+    return absl::FailedPreconditionError(absl::StrCat("nvmlInit: ", api->Error(r)));
+  }
+  api->initialised = true;
+  if (int r = api->by_pci_bus_id(pci_bus_id.c_str(), &api->device); r != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("nvmlDeviceGetHandleByPciBusId(", pci_bus_id, "): ", api->Error(r)));
+  }
+  return std::unique_ptr<ClockMonitor>(new ClockMonitor(std::move(api)));
+}
+
+ClockMonitor::ClockMonitor(std::unique_ptr<Api> api) : api_(std::move(api)) {}
+
+ClockMonitor::~ClockMonitor() {
+  if (thread_.joinable()) Stop();
+}
+
+std::string ClockMonitor::Describe() {
+  char name[96] = {};
+  if (api_->name(api_->device, name, sizeof(name) - 1) != 0) name[0] = '\0';
+  unsigned limit_mw = 0;
+  const std::string limit = api_->power_limit(api_->device, &limit_mw) == 0
+                                ? absl::StrFormat("power limit %.0f W", limit_mw * 1e-3)
+                                : "power limit unknown";
+  const ClockSample now = Sample();
+  return absl::StrFormat("%s, %s, SM clock %u MHz now, clock reasons %s, violation counters %s",
+                         name, limit, now.sm_mhz, ClockReasonNames(now.reasons),
+                         api_->violation != nullptr ? "read" : "absent");
+}
+
+ClockSample ClockMonitor::Sample() {
+  ClockSample s;
+  if (api_->clock(api_->device, kNvmlClockSm, &s.sm_mhz) != 0) s.sm_mhz = 0;
+  unsigned long long reasons = 0;
+  if (api_->reasons(api_->device, &reasons) == 0) s.reasons = reasons;
+  return s;
+}
+
+void ClockMonitor::ReadViolations(int64_t* power_ns, int64_t* thermal_ns) {
+  *power_ns = *thermal_ns = -1;
+  if (api_->violation == nullptr) return;
+  NvmlViolationTime v{};
+  if (api_->violation(api_->device, kNvmlPolicyPower, &v) == 0) {
+    *power_ns = static_cast<int64_t>(v.violation_time);
+  }
+  if (api_->violation(api_->device, kNvmlPolicyThermal, &v) == 0) {
+    *thermal_ns = static_cast<int64_t>(v.violation_time);
+  }
+}
+
+void ClockMonitor::Start() {
+  if (thread_.joinable()) Stop();
+  {
+    absl::MutexLock lock(&mu_);
+    samples_.clear();
+  }
+  ReadViolations(&power_ns0_, &thermal_ns0_);
+  wall_ns0_ = NowNs();
+  stop_ = std::make_unique<absl::Notification>();
+  thread_ = std::thread([this] {
+    do {
+      const ClockSample s = Sample();
+      absl::MutexLock lock(&mu_);
+      samples_.push_back(s);
+    } while (!stop_->WaitForNotificationWithTimeout(absl::Milliseconds(1)));
+  });
+}
+
+ClockSummary ClockMonitor::Stop() {
+  if (!thread_.joinable()) return ClockSummary{};
+  stop_->Notify();
+  thread_.join();
+  const double wall_ns = static_cast<double>(NowNs() - wall_ns0_);
+  int64_t power_ns = -1, thermal_ns = -1;
+  ReadViolations(&power_ns, &thermal_ns);
+  auto share = [&](int64_t before, int64_t after) {
+    if (before < 0 || after < 0 || wall_ns <= 0) return -1.0;
+    return std::clamp(static_cast<double>(after - before) / wall_ns, 0.0, 1.0);
+  };
+  absl::MutexLock lock(&mu_);
+  return Summarize(samples_, share(power_ns0_, power_ns), share(thermal_ns0_, thermal_ns));
+}
+
+}  // namespace mlajit::bench
