@@ -34,16 +34,31 @@ MLA_INLINE void SyncConverter(int c) {
   asm volatile("bar.sync %0, 128;\n" ::"r"(2 + c) : "memory");
 }
 
-// One converting thread's share of a tile as stored: token tid % 64's
-// 32-element scale blocks tid / 64, + 2, + 4, ... (nine), their 16 packed
-// bytes as five aligned words (records are 2-byte aligned; `sel` realigns
-// them by one byte permute per word) and their scale bytes.
+// One converting thread's share of a tile as stored: half tid / 64 of token
+// tid % 64, i.e. its 32-element scale blocks 9 half .. 9 half + 8, whose 144
+// packed bytes (record bytes 144 half ..) are contiguous, realigned into
+// words (x[4 k + i]: bytes 4 i .. 4 i + 3 of block 9 half + k), and their
+// nine scale bytes (bytes 0..8 of `scale`).
 struct MxShare {
-  u32 x[MX_SHARE_BLOCKS][5];
-  u32 scale[MX_SHARE_BLOCKS];
-  u32 sel;
+  u32 x[4 * MX_SHARE_BLOCKS];
+  u32 scale[3];
   bool live;
 };
+
+// 16-byte words a share's packed bytes are read with: the 144 bytes start at
+// an even offset q in a 16-byte word, so ten words always hold them.
+constexpr int MX_SHARE_CHUNKS = 10;
+// Every read stays inside the stage, without a bound check: the last token's
+// record starts at most 14 + 63 x 306 bytes (one run of records, the
+// 16-byte-aligned copy starting up to 14 bytes before the first) or 63 x 320
+// bytes (token by token) into the stage, and its reads end at most 308 bytes
+// further (the window: 160 bytes from at most byte 144 of the record; the
+// scale words: 12 bytes from at most byte 296, the record being 2-byte
+// aligned). The bytes read besides a share's own (neighbours' records,
+// tokens not copied this time) are dropped.
+static_assert(!MX || (14 + (TILE - 1) * MXFP4_TOKEN_BYTES + 308 <= MX_STAGE_BYTES &&
+                      (TILE - 1) * MlaRawTokenStride(KV_FORMAT) + 308 <= MX_STAGE_BYTES),
+              "a share's reads stay inside its stage");
 
 // Reads this thread's share of stage `stage` (the tile at j0, `valid`
 // tokens) into registers. All nine blocks' bytes are loaded before any is
@@ -51,52 +66,85 @@ struct MxShare {
 // conversions have independent work to interleave: converting block by block
 // (each one's loads after the previous one's stores, which the compiler
 // cannot reorder) ran at about one instruction per six cycles per warp
-// (RESULTS.md v18). A warp reads 32 tokens' records, 306 bytes apart.
+// (RESULTS.md v18). The conversions are bound by shared-memory traffic now, so
+// the share is read in as few, wide loads as its 2-byte alignment allows: ten
+// 16-byte loads of the window that holds the packed bytes (the stage is
+// 16-byte aligned: IssueMxTile fills it with cp.async) and three 4-byte loads
+// of the scale bytes: 13 loads per thread and tile, against 54 narrow ones
+// when a thread took every other block of its token (7 % faster flat, 21 %
+// with pages of one token, RESULTS.md v24). The window is shifted down by q bytes in registers, with
+// selects on q's bits (8, 4) and a byte permute (2): indexing a register array
+// by q would put it in local memory. A quarter warp's 16-byte loads (8
+// consecutive records, 306 bytes apart) reach 8 different bank groups when the
+// run of records starts 16-byte aligned, and conflict two-way otherwise; 320
+// bytes apart (token by token), they conflict four-way. Tokens at or past
+// `valid` are read as well (stale bytes, never converted).
 MLA_INLINE void LoadMxShare(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0, int valid,
                             const u8* stage, int tid, MxShare& sh) {
   static_assert(NUM_THREADS == 2 * TILE && HEAD_DIM_QK / 32 == 2 * MX_SHARE_BLOCKS,
                 "two threads per token");
+  static_assert(MX_SHARE_BLOCKS * 16 + 14 <= MX_SHARE_CHUNKS * 16, "the window holds the share");
   const mla_mma::MxTileLayout mx = mla_mma::MxLayoutOf(p, s, j0);
-  const int tok = tid % TILE, blk0 = tid / TILE;
+  const int tok = tid % TILE, half = tid / TILE;
   const u8* record = stage + mx.offset + tok * mx.stride;
-  const int shift = static_cast<int>(reinterpret_cast<unsigned long long>(record) & 2);
-  const u32* words = reinterpret_cast<const u32*>(record - shift);
-  sh.sel = shift ? 0x5432u : 0x3210u;
-  sh.live = tok < valid;
+  const u8* bytes = record + half * (MX_SHARE_BLOCKS * 16);
+  const u32 q = static_cast<u32>(reinterpret_cast<unsigned long long>(bytes) & 15);
+  const uint4* window = reinterpret_cast<const uint4*>(bytes - q);
+  u32 w[4 * MX_SHARE_CHUNKS];
 #pragma unroll
-  for (int k = 0; k < MX_SHARE_BLOCKS; ++k) {
-    const int blk = blk0 + 2 * k;
-#pragma unroll
-    for (int i = 0; i < 5; ++i) sh.x[k][i] = sh.live ? words[4 * blk + i] : 0u;
-    sh.scale[k] = sh.live ? record[MXFP4_PACKED_BYTES + blk] : 0u;
+  for (int i = 0; i < MX_SHARE_CHUNKS; ++i) {
+    const uint4 v = window[i];
+    w[4 * i] = v.x;
+    w[4 * i + 1] = v.y;
+    w[4 * i + 2] = v.z;
+    w[4 * i + 3] = v.w;
   }
+  constexpr int OUT = 4 * MX_SHARE_BLOCKS;  // 36 words out of 40
+  u32 y[OUT + 2];                           // shifted by q & 8
+#pragma unroll
+  for (int i = 0; i < OUT + 2; ++i) y[i] = (q & 8) ? w[i + 2] : w[i];
+  u32 z[OUT + 1];  // by q & 12
+#pragma unroll
+  for (int i = 0; i < OUT + 1; ++i) z[i] = (q & 4) ? y[i + 1] : y[i];
+  const u32 sel = (q & 2) ? 0x5432u : 0x3210u;
+#pragma unroll
+  for (int i = 0; i < OUT; ++i) sh.x[i] = MlaPrmt(z[i], z[i + 1], sel);
+  // The scale bytes (record bytes 288 + 9 half ..) start at any offset a in a
+  // 4-byte word: three words hold them, shifted down by a with byte permutes.
+  const u8* scales = record + MXFP4_PACKED_BYTES + half * MX_SHARE_BLOCKS;
+  const u32 a = static_cast<u32>(reinterpret_cast<unsigned long long>(scales) & 3);
+  const u32* sw = reinterpret_cast<const u32*>(scales - a);
+  const u32 s0 = sw[0], s1 = sw[1], s2 = sw[2];
+  const u32 ssel = 0x3210u + a * 0x1111u;
+  sh.scale[0] = MlaPrmt(s0, s1, ssel);
+  sh.scale[1] = MlaPrmt(s1, s2, ssel);
+  sh.scale[2] = MlaPrmt(s2, s2, ssel);  // byte 0: scale 8
+  sh.live = tok < valid;
 }
 
 // Converts a share (one table per scale block, as the mma.sync path does)
 // into the bf16 tile at `dst`, in the bf16 staging layout; tokens at or past
 // the tile's valid count become zeros. The swizzle keys of 8 consecutive
 // tokens take only 4 values, so tokens 4..7 of each 8 store a block's four
-// chunks in the order 2, 3, 0, 1: a quarter warp's 8 stores then reach 8
-// different bank groups. With two converting warpgroups, where the
-// conversion's arithmetic is no longer the bound, that measured 3 % faster
-// (RESULTS.md v19); with one it measured 2 % slower (v18), and one keeps the
-// plain order.
+// chunks in the order 2, 3, 0, 1: a quarter warp's 8 stores (one block of 8
+// tokens) then reach 8 different bank groups. With two converting
+// warpgroups, where the conversion's arithmetic is no longer the bound, that
+// measured 3 % faster (RESULTS.md v19); with one it measured 2 % slower
+// (v18), and one keeps the plain order.
 MLA_INLINE void StoreMxShare(const MxShare& sh, u8* dst, int tid) {
-  const int tok = tid % TILE, blk0 = tid / TILE;
+  const int tok = tid % TILE, half = tid / TILE;
   u8* row = dst + tok * RAW_STRIDE;
   const int rot = MX_CONVERTERS == 2 && (tok & 4) ? 2 : 0;
 #pragma unroll
   for (int k = 0; k < MX_SHARE_BLOCKS; ++k) {
-    const int blk = blk0 + 2 * k;
+    const int blk = MX_SHARE_BLOCKS * half + k;
     uint4 w[4] = {};  // w[i]: chunk 4 blk + (i ^ rot)
     if (sh.live) {
-      const MlaMxTable table = mla_mma::MakeMxTable(static_cast<u8>(sh.scale[k]));
-      u32 packed[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) packed[i] = MlaPrmt(sh.x[k][i], sh.x[k][i + 1], sh.sel);
+      const u8 scale = static_cast<u8>(sh.scale[k / 4] >> (8 * (k % 4)));
+      const MlaMxTable table = mla_mma::MakeMxTable(scale);
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        const MlaMxWords m = MlaMxToBf16x8(rot ? packed[i ^ 2] : packed[i], table);
+        const MlaMxWords m = MlaMxToBf16x8(rot ? sh.x[4 * k + (i ^ 2)] : sh.x[4 * k + i], table);
         w[i] = make_uint4(m.w[0], m.w[1], m.w[2], m.w[3]);
       }
     }
