@@ -67,6 +67,12 @@ MLA_INLINE void CpAsync16(void* dst, const void* src, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(SmemAddr(dst)), "l"(src),
                "r"(valid ? 16 : 0));
 }
+// The first `bytes` (0..16) of the aligned 16 at src; the rest of dst is
+// zero-filled and no source byte past `bytes` is read.
+MLA_INLINE void CpAsyncFirstBytes(void* dst, const void* src, int bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(SmemAddr(dst)), "l"(src),
+               "r"(bytes));
+}
 MLA_INLINE void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
 MLA_INLINE void CpAsyncWait() {
@@ -208,19 +214,32 @@ MLA_INLINE void IssueMxTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j
     }
     return;
   }
-  // 306-byte tokens are only 2-byte aligned: plain loads, completed before the
-  // barrier that publishes the tile.
-  constexpr int HALVES = MXFP4_TOKEN_BYTES / 2;
-  for (int idx = tid; idx < valid * HALVES; idx += threads) {
-    const int tok = idx / HALVES, h = idx % HALVES;
-    const u8* src = kv + KvSlot<PAGE_SIZE>(p, s, j0 + tok) * MXFP4_TOKEN_BYTES;
-    reinterpret_cast<u16*>(stage + tok * RAW_STRIDE)[h] = reinterpret_cast<const u16*>(src)[h];
+  // Token by token (pages shorter than a tile): each 2-byte-aligned 306-byte
+  // record is copied as the 16-byte-aligned span of 20 chunks that holds it,
+  // into its own RAW_STRIDE-byte slot, where it starts at its address mod 16
+  // (MxRecordOffset). 20 consecutive threads copy one record, so a warp's
+  // copies are whole cache lines and its page-table loads hit 2 or 3
+  // entries. The span's last chunk copies only the record's own bytes: as
+  // above, nothing past a token is read. (Plain 2-byte loads, one page-table
+  // lookup each, made page sizes 1..32 about 4x slower than flat,
+  // RESULTS.md v24.)
+  constexpr int SLOT = MlaRawTokenStride(KV_FORMAT_MXFP4);  // RAW_STRIDE where this runs
+  constexpr int SPAN_CHUNKS = SLOT / 16;
+  static_assert(SPAN_CHUNKS * 16 >= 14 + MXFP4_TOKEN_BYTES, "a slot holds any record's span");
+  for (int idx = tid; idx < valid * SPAN_CHUNKS; idx += threads) {
+    const int tok = idx / SPAN_CHUNKS, ch = idx % SPAN_CHUNKS;
+    const u8* record = kv + KvSlot<PAGE_SIZE>(p, s, j0 + tok) * MXFP4_TOKEN_BYTES;
+    const int phase = static_cast<int>(reinterpret_cast<unsigned long long>(record) & 15);
+    const u8* src = record - phase + ch * 16;
+    const int bytes = min(16, phase + MXFP4_TOKEN_BYTES - ch * 16);  // 2..16 for the last
+    CpAsyncFirstBytes(stage + tok * SLOT + ch * 16, src, bytes);
   }
 }
 
-// Where IssueMxTile put token t of the tile starting at j0: stage + offset +
-// t * stride. No page id is read: pages hold multiples of 64 tokens here, so
-// a page starts 16 * 306 * k bytes after the pool.
+// Where IssueMxTile put a run of records (MX_CONTIGUOUS): token t of the tile
+// starting at j0 at stage + offset + t * stride. No page id is read: pages
+// hold multiples of 64 tokens here, so a page starts 16 * 306 * k bytes after
+// the pool.
 struct MxTileLayout {
   int offset, stride;
 };
@@ -232,6 +251,18 @@ MLA_INLINE MxTileLayout MxLayoutOf(const MlaDecodeParams& p, const MlaSeqInfo& s
   const unsigned long long first = reinterpret_cast<unsigned long long>(p.kv) +
                                    static_cast<unsigned long long>(slot) * MXFP4_TOKEN_BYTES;
   return {static_cast<int>(first & 15), MXFP4_TOKEN_BYTES};
+}
+
+// Byte offset of token `tok`'s record in the stage IssueMxTile filled with the
+// tile at j0 (`mx`: MxLayoutOf of that tile). Token by token, the record sits
+// in slot `tok` at its address mod 16, which the page table gives again; `tok`
+// must be below the tile's valid count, so no page past the sequence's is read.
+MLA_INLINE int MxRecordOffset(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0,
+                              const MxTileLayout& mx, int tok) {
+  if (MX_CONTIGUOUS) return mx.offset + tok * mx.stride;
+  const unsigned long long record = reinterpret_cast<unsigned long long>(p.kv) +
+      static_cast<unsigned long long>(KvSlot<PAGE_SIZE>(p, s, j0 + tok)) * MXFP4_TOKEN_BYTES;
+  return tok * RAW_STRIDE + static_cast<int>(record & 15);
 }
 
 // Starts loading KV positions [j0, j0 + BLOCK_N) (those below kv_hi) into
@@ -332,7 +363,7 @@ MLA_INLINE void ConvertKvTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int
     const int tok = tok0 + idx / UNITS, k0 = grp0 + (idx % UNITS) * UNIT;
     uint4 w[UNIT];
     if (tok < valid) {
-      const u8* raw = stage + mx.offset + tok * mx.stride;
+      const u8* raw = stage + MxRecordOffset(p, s, j0, mx, tok);
       // 306-byte records keep 2-byte alignment: the packed bytes as halves.
       const u16* halves = reinterpret_cast<const u16*>(raw + k0 * 4);
       const MlaMxTable table = MakeMxTable(raw[MXFP4_PACKED_BYTES + (k0 * 8) / 32]);

@@ -48,16 +48,20 @@ struct MxShare {
 // 16-byte words a share's packed bytes are read with: the 144 bytes start at
 // an even offset q in a 16-byte word, so ten words always hold them.
 constexpr int MX_SHARE_CHUNKS = 10;
-// Every read stays inside the stage, without a bound check: the last token's
-// record starts at most 14 + 63 x 306 bytes (one run of records, the
-// 16-byte-aligned copy starting up to 14 bytes before the first) or 63 x 320
-// bytes (token by token) into the stage, and its reads end at most 308 bytes
-// further (the window: 160 bytes from at most byte 144 of the record; the
-// scale words: 12 bytes from at most byte 296, the record being 2-byte
-// aligned). The bytes read besides a share's own (neighbours' records,
-// tokens not copied this time) are dropped.
+// Every read stays inside the stage, without a bound check. A share's reads
+// end at most 308 bytes after its record's start: the window 160 bytes from
+// the 16-byte boundary at or below record byte 144, the scale words 12 bytes
+// from the 4-byte boundary below record byte 297, i.e. byte 308 for a record
+// starting at 0 mod 4 and 306 for one at 2 mod 4. In a run of records the
+// last token's record starts at most 14 + 63 x 306 bytes into the stage (the
+// copy starts up to 14 bytes before the first). Token by token, a record
+// starts at its address mod 16 (even) in its 320-byte slot, so its reads end
+// by byte 12 + 308 or 14 + 306 of the slot: inside it. Tokens at or past
+// `valid` read at offset 0. The bytes read besides a share's own
+// (neighbours' records, tokens not copied this time) are dropped.
 static_assert(!MX || (14 + (TILE - 1) * MXFP4_TOKEN_BYTES + 308 <= MX_STAGE_BYTES &&
-                      (TILE - 1) * MlaRawTokenStride(KV_FORMAT) + 308 <= MX_STAGE_BYTES),
+                      TILE * MlaRawTokenStride(KV_FORMAT) <= MX_STAGE_BYTES &&
+                      12 + 308 <= MlaRawTokenStride(KV_FORMAT)),
               "a share's reads stay inside its stage");
 
 // Reads this thread's share of stage `stage` (the tile at j0, `valid`
@@ -86,7 +90,8 @@ MLA_INLINE void LoadMxShare(const MlaDecodeParams& p, const MlaSeqInfo& s, int j
   static_assert(MX_SHARE_BLOCKS * 16 + 14 <= MX_SHARE_CHUNKS * 16, "the window holds the share");
   const mla_mma::MxTileLayout mx = mla_mma::MxLayoutOf(p, s, j0);
   const int tok = tid % TILE, half = tid / TILE;
-  const u8* record = stage + mx.offset + tok * mx.stride;
+  sh.live = tok < valid;
+  const u8* record = stage + (sh.live ? mla_mma::MxRecordOffset(p, s, j0, mx, tok) : 0);
   const u8* bytes = record + half * (MX_SHARE_BLOCKS * 16);
   const u32 q = static_cast<u32>(reinterpret_cast<unsigned long long>(bytes) & 15);
   const uint4* window = reinterpret_cast<const uint4*>(bytes - q);
@@ -119,7 +124,6 @@ MLA_INLINE void LoadMxShare(const MlaDecodeParams& p, const MlaSeqInfo& s, int j
   sh.scale[0] = MlaPrmt(s0, s1, ssel);
   sh.scale[1] = MlaPrmt(s1, s2, ssel);
   sh.scale[2] = MlaPrmt(s2, s2, ssel);  // byte 0: scale 8
-  sh.live = tok < valid;
 }
 
 // Converts a share (one table per scale block, as the mma.sync path does)
