@@ -26,19 +26,18 @@ TEST(Summarize, MedianRangeAndReasons) {
                                             {1875, kReasonSwPowerCap},
                                             {1230, kReasonHwThermal},
                                             {1965, 0}};
-  const ClockSummary s = Summarize(samples, 0.25, -1);
+  const ClockSummary s = Summarize(samples);
   EXPECT_TRUE(s.available);
   EXPECT_EQ(s.samples, 5);
   EXPECT_EQ(s.sm_mhz_median, 1875u);
   EXPECT_EQ(s.sm_mhz_min, 1230u);
   EXPECT_EQ(s.sm_mhz_max, 1980u);
   EXPECT_EQ(s.reasons, kReasonSwPowerCap | kReasonHwThermal);
-  EXPECT_DOUBLE_EQ(s.power_capped, 0.25);
-  EXPECT_DOUBLE_EQ(s.thermal_capped, -1);
+  EXPECT_DOUBLE_EQ(s.slowed, 0.6);  // three of five samples
 }
 
 TEST(Summarize, NoSamplesIsUnavailable) {
-  const ClockSummary s = Summarize({}, -1, -1);
+  const ClockSummary s = Summarize({});
   EXPECT_FALSE(s.available);
   EXPECT_EQ(s.samples, 0);
 }

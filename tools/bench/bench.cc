@@ -22,9 +22,9 @@
 //    that the launch queue never fills and blocks the host.
 // And the state the median was measured in (gpu_clocks.h; "-" without NVML):
 //  - sm_MHz: median SM clock sampled every millisecond over the timed calls;
-//  - pcap%: share of that window the driver held the clocks down for power.
-//    The JSON adds the clock's range, the thermal share and the clock-event
-//    reasons seen.
+//  - slow%: share of those samples in which the driver held the clock down
+//    (power cap, thermal or hardware slowdown). The JSON adds the clock's
+//    range and the reasons seen.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -225,16 +225,14 @@ std::unique_ptr<ClockMonitor> OpenClockMonitor(DecodeHarness& h) {
   return *std::move(m);
 }
 
-// The JSON object of a case's clock summary ("null" without NVML); a share
-// NVML does not report is null.
+// The JSON object of a case's clock summary ("null" without NVML).
 std::string ClocksJson(const ClockSummary& k) {
   if (!k.available) return "null";
-  auto share = [](double v) { return v >= 0 ? absl::StrFormat("%.4f", v) : std::string("null"); };
   return absl::StrFormat(
       "{\"samples\":%d,\"sm_mhz_median\":%u,\"sm_mhz_min\":%u,\"sm_mhz_max\":%u,"
-      "\"power_capped\":%s,\"thermal_capped\":%s,\"reasons\":\"%s\"}",
-      k.samples, k.sm_mhz_median, k.sm_mhz_min, k.sm_mhz_max, share(k.power_capped),
-      share(k.thermal_capped), ClockReasonNames(k.reasons));
+      "\"slowed\":%.4f,\"reasons\":\"%s\"}",
+      k.samples, k.sm_mhz_median, k.sm_mhz_min, k.sm_mhz_max, k.slowed,
+      ClockReasonNames(k.reasons));
 }
 
 // mlajit_tune on the case's layout; the chosen shape and both timings go to
@@ -531,7 +529,7 @@ int Main(int argc, char** argv) {
   }
   std::printf("\n%-8s %-30s %9s %9s %9s %9s %9s %8s %8s %9s %7s %9s %3s %7s %7s\n", "suite",
               "case", "median_us", "min_us", "burst_us", "graph_us", "host_us", "TB/s", "TFLOP/s",
-              "floor_us", "%floor", "rel_err", "ok", "sm_MHz", "pcap%");
+              "floor_us", "%floor", "rel_err", "ok", "sm_MHz", "slow%");
   std::string current;
   double log_sum = 0, log_floor = 0;
   int n = 0;
@@ -553,14 +551,13 @@ int Main(int argc, char** argv) {
     const std::string graph = r.graph_us > 0 ? absl::StrFormat("%.2f", r.graph_us) : "-";
     const ClockSummary& k = r.clocks;
     const std::string mhz = k.available ? absl::StrCat(k.sm_mhz_median) : "-";
-    const std::string capped =
-        k.power_capped >= 0 ? absl::StrFormat("%.0f", 100 * k.power_capped) : "-";
+    const std::string slowed = k.available ? absl::StrFormat("%.0f", 100 * k.slowed) : "-";
     std::printf(
         "%-8s %-30s %9.2f %9.2f %9.2f %9s %9.2f %8.2f %8.1f %9.2f %6.1f%% %9.2e %3s %7s %7s\n",
         r.c.suite.c_str(), CaseName(r.c.config).c_str(), r.median_us, r.min_us, r.burst_us,
         graph.c_str(), r.host_us, r.bytes / s * 1e-12, r.flops / s * 1e-12, r.floor_us,
         100 * r.floor_us / r.median_us, r.rel_err, check ? (r.passed ? "yes" : "NO") : "-",
-        mhz.c_str(), capped.c_str());
+        mhz.c_str(), slowed.c_str());
     log_sum += std::log(r.median_us);
     log_floor += std::log(r.floor_us);
     ++n;

@@ -3,7 +3,6 @@
 #include <dlfcn.h>
 
 #include <algorithm>
-#include <chrono>
 #include <type_traits>
 #include <utility>
 
@@ -20,19 +19,7 @@ namespace {
 // them (the header is not needed to build: the bench also builds without the
 // CUDA toolkit). nvmlReturn_t is an int enum, 0 = NVML_SUCCESS.
 using NvmlDevice = struct NvmlDeviceOpaque*;
-struct NvmlViolationTime {
-  unsigned long long reference_time;  // µs, CPU timestamp
-  unsigned long long violation_time;  // ns held below the requested clocks
-};
 constexpr int kNvmlClockSm = 1;
-constexpr int kNvmlPolicyPower = 0;
-constexpr int kNvmlPolicyThermal = 1;
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 }  // namespace
 
@@ -47,7 +34,6 @@ struct ClockMonitor::Api {
   int (*clock)(NvmlDevice, int, unsigned*) = nullptr;
   int (*power_limit)(NvmlDevice, unsigned*) = nullptr;
   int (*reasons)(NvmlDevice, unsigned long long*) = nullptr;
-  int (*violation)(NvmlDevice, int, NvmlViolationTime*) = nullptr;
   bool initialised = false;
 
   ~Api() {
@@ -71,19 +57,19 @@ std::string ClockReasonNames(uint64_t reasons) {
   return set.empty() ? "none" : absl::StrJoin(set, "+");
 }
 
-ClockSummary Summarize(const std::vector<ClockSample>& samples, double power_capped,
-                       double thermal_capped) {
+ClockSummary Summarize(const std::vector<ClockSample>& samples) {
   ClockSummary s;
-  s.power_capped = power_capped;
-  s.thermal_capped = thermal_capped;
   s.samples = static_cast<int>(samples.size());
   if (samples.empty()) return s;
   s.available = true;
   std::vector<unsigned> mhz;
+  int slowed = 0;
   for (const ClockSample& c : samples) {
     mhz.push_back(c.sm_mhz);
     s.reasons |= c.reasons;
+    slowed += (c.reasons & kSlowingReasons) != 0;
   }
+  s.slowed = static_cast<double>(slowed) / samples.size();
   std::sort(mhz.begin(), mhz.end());
   s.sm_mhz_min = mhz.front();
   s.sm_mhz_max = mhz.back();
@@ -108,7 +94,6 @@ absl::StatusOr<std::unique_ptr<ClockMonitor>> ClockMonitor::Open(const std::stri
   if (!bind(api->reasons, "nvmlDeviceGetCurrentClocksEventReasons")) {
     bind(api->reasons, "nvmlDeviceGetCurrentClocksThrottleReasons");
   }
-  bind(api->violation, "nvmlDeviceGetViolationStatus");  // optional
   for (auto [ok, symbol] : {std::pair{bind(api->init, "nvmlInit_v2"), "nvmlInit_v2"},
                             {bind(api->shutdown, "nvmlShutdown"), "nvmlShutdown"},
                             {bind(api->error_string, "nvmlErrorString"), "nvmlErrorString"},
@@ -146,9 +131,8 @@ std::string ClockMonitor::Describe() {
                                 ? absl::StrFormat("power limit %.0f W", limit_mw * 1e-3)
                                 : "power limit unknown";
   const ClockSample now = Sample();
-  return absl::StrFormat("%s, %s, SM clock %u MHz now, clock reasons %s, violation counters %s",
-                         name, limit, now.sm_mhz, ClockReasonNames(now.reasons),
-                         api_->violation != nullptr ? "read" : "absent");
+  return absl::StrFormat("%s, %s, SM clock %u MHz now, clock reasons %s", name, limit,
+                         now.sm_mhz, ClockReasonNames(now.reasons));
 }
 
 ClockSample ClockMonitor::Sample() {
@@ -159,30 +143,17 @@ ClockSample ClockMonitor::Sample() {
   return s;
 }
 
-void ClockMonitor::ReadViolations(int64_t* power_ns, int64_t* thermal_ns) {
-  *power_ns = *thermal_ns = -1;
-  if (api_->violation == nullptr) return;
-  NvmlViolationTime v{};
-  if (api_->violation(api_->device, kNvmlPolicyPower, &v) == 0) {
-    *power_ns = static_cast<int64_t>(v.violation_time);
-  }
-  if (api_->violation(api_->device, kNvmlPolicyThermal, &v) == 0) {
-    *thermal_ns = static_cast<int64_t>(v.violation_time);
-  }
-}
-
 void ClockMonitor::Start() {
   if (thread_.joinable()) Stop();
   {
     absl::MutexLock lock(&mu_);
     samples_.clear();
   }
-  ReadViolations(&power_ns0_, &thermal_ns0_);
-  wall_ns0_ = NowNs();
   stop_ = std::make_unique<absl::Notification>();
   thread_ = std::thread([this] {
     do {
       const ClockSample s = Sample();
+      if (s.sm_mhz == 0) continue;  // the query failed: no sample
       absl::MutexLock lock(&mu_);
       samples_.push_back(s);
     } while (!stop_->WaitForNotificationWithTimeout(absl::Milliseconds(1)));
@@ -193,15 +164,8 @@ ClockSummary ClockMonitor::Stop() {
   if (!thread_.joinable()) return ClockSummary{};
   stop_->Notify();
   thread_.join();
-  const double wall_ns = static_cast<double>(NowNs() - wall_ns0_);
-  int64_t power_ns = -1, thermal_ns = -1;
-  ReadViolations(&power_ns, &thermal_ns);
-  auto share = [&](int64_t before, int64_t after) {
-    if (before < 0 || after < 0 || wall_ns <= 0) return -1.0;
-    return std::clamp(static_cast<double>(after - before) / wall_ns, 0.0, 1.0);
-  };
   absl::MutexLock lock(&mu_);
-  return Summarize(samples_, share(power_ns0_, power_ns), share(thermal_ns0_, thermal_ns));
+  return Summarize(samples_);
 }
 
 }  // namespace mlajit::bench

@@ -5,8 +5,8 @@
 // Why the bench needs it: long compute-bound cases lower the SM clock as they
 // run (tools/bench/RESULTS.md v23), so the same kernel's median differs from
 // one run to the next by up to 15 %. A median printed next to the clock it ran
-// at, and to the share of the window the driver capped clocks for power or
-// temperature, says which mode a figure comes from.
+// at, and to the share of the time the driver held the clock down for power
+// or temperature, says which mode a figure comes from.
 //
 //   auto monitor = ClockMonitor::Open(props.pci_bus_id);   // StatusOr
 //   if (monitor.ok()) (*monitor)->Start();
@@ -36,6 +36,8 @@ enum ClockReason : uint64_t {
   kReasonHwThermal = 0x40,
   kReasonHwPowerBrake = 0x80,
 };
+constexpr uint64_t kSlowingReasons =
+    kReasonSwPowerCap | kReasonHwSlowdown | kReasonSwThermal | kReasonHwThermal | kReasonHwPowerBrake;
 
 // "sw_power_cap+hw_thermal" for the slowing reasons set in `reasons`, "none"
 // when none is; other bits (idle, application clocks, ...) are not named.
@@ -51,16 +53,17 @@ struct ClockSummary {
   int samples = 0;
   unsigned sm_mhz_median = 0, sm_mhz_min = 0, sm_mhz_max = 0;
   uint64_t reasons = 0;  // every reason bit seen in any sample
-  // Share of the window's wall time during which the driver held clocks down
-  // for power / temperature (NVML violation counters); negative: not reported.
-  double power_capped = -1, thermal_capped = -1;
+  // Share of the samples with a slowing reason set (kSlowingReasons). NVML's
+  // cumulative violation counters would give the same as a time, but the
+  // driver updates them too coarsely for windows of a few milliseconds: they
+  // disagreed with the samples on the H200 (RESULTS.md v24).
+  double slowed = 0;
 };
 
-// Median / min / max of the samples' clocks and the union of their reasons;
-// the capped shares are left as given. (No power figure: NVML's reading is
-// averaged by the driver and lags windows this short.)
-ClockSummary Summarize(const std::vector<ClockSample>& samples, double power_capped,
-                       double thermal_capped);
+// Median / min / max of the samples' clocks, the union of their reasons and
+// the share slowed. (No power figure: NVML's reading is averaged by the driver
+// and lags windows this short.)
+ClockSummary Summarize(const std::vector<ClockSample>& samples);
 
 class ClockMonitor {
  public:
@@ -75,7 +78,7 @@ class ClockMonitor {
   // "NVIDIA H200, power limit 700 W, 1980 MHz now" (for the log).
   std::string Describe();
   // Samples the SM clock and the reasons every millisecond on a thread of its
-  // own until Stop(); reads the violation counters at both ends.
+  // own until Stop().
   void Start();
   ClockSummary Stop();
 
@@ -83,15 +86,12 @@ class ClockMonitor {
   struct Api;
   explicit ClockMonitor(std::unique_ptr<Api> api);
   ClockSample Sample();
-  // Cumulative ns of power and thermal violation; -1 where not reported.
-  void ReadViolations(int64_t* power_ns, int64_t* thermal_ns);
 
   std::unique_ptr<Api> api_;
   std::thread thread_;
   std::unique_ptr<absl::Notification> stop_;
   absl::Mutex mu_;
   std::vector<ClockSample> samples_ ABSL_GUARDED_BY(mu_);
-  int64_t power_ns0_ = -1, thermal_ns0_ = -1, wall_ns0_ = 0;
 };
 
 }  // namespace mlajit::bench
