@@ -14,9 +14,9 @@
 //     total / num_ctas, see MlaTargetCost); CTA c takes what lies between cut c
 //     and cut c + 1.
 //     Exception (MlaChooseCuts): when the tiles are all about the same size and
-//     there are at least as many CTAs (nearly all of them kept busy), each
-//     tile is cut into k >= 1 equal pieces instead, cut c falling in tile
-//     c / k. Cuts on the line would let a CTA straddle two tiles (two Q loads,
+//     there are at least as many CTAs (nearly all of them kept busy, or tiles
+//     too short to split, which then take one CTA each), each tile is cut
+//     into k >= 1 equal pieces instead, cut c falling in tile c / k. Cuts on the line would let a CTA straddle two tiles (two Q loads,
 //     two partials, three splits for some tiles), and with k = 1 tiles a few
 //     tokens apart (causal rows) make the cuts drift off the tile starts;
 //     aligned pieces give each CTA one piece and each tile k.
@@ -134,11 +134,19 @@ MLA_HOST_DEVICE inline MlaCutRule MlaChooseCuts(long long total, long long max_t
   if (floor_cost < 2LL * s.block_n) floor_cost = 2LL * s.block_n;
   const long long by_ctas = s.num_ctas / num_tiles;
   const long long by_floor = (max_tile_cost - MlaPieceOverhead(s.block_m)) / floor_cost;
-  const long long k = by_ctas < by_floor ? by_ctas : by_floor;
-  if (k < 1) return rule;
-  // Bounded by the CTAs, the pieces should keep nearly all of them busy, or
-  // the line's finer balance wins.
-  if (k == by_ctas && 16 * num_tiles * k < 15LL * s.num_ctas) return rule;
+  long long k = by_ctas < by_floor ? by_ctas : by_floor;
+  if (by_floor < 1) {
+    // Tiles shorter than the floor are not split, but each still takes a CTA
+    // of its own: the line would put several on one CTA while others idle,
+    // and a CTA's second work item costs its whole dependent chain again
+    // (about 4.5 us on the H200: (4,1,1,32) took 13.5 us against 9.0 for
+    // (4,1,64,32), tools/bench/RESULTS.md, small batches).
+    k = 1;
+  } else if (k == by_ctas && 16 * num_tiles * k < 15LL * s.num_ctas) {
+    // Bounded by the CTAs, the pieces should keep nearly all of them busy,
+    // or the line's finer balance wins.
+    return rule;
+  }
   rule.pieces_per_tile = static_cast<int>(k);
   rule.target = (max_tile_cost + k - 1) / k;
   return rule;

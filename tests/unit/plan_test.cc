@@ -198,6 +198,21 @@ TEST(Scheduler, ShortSequencesAreNotSplit) {
   EXPECT_LE(s->combine.size(), 132u);
 }
 
+TEST(Scheduler, TilesTooShortToSplitTakeACtaEach) {
+  // 8 one-token tiles cost less than the split floor: the cut line would pack
+  // two on some CTAs, a second dependent chain each, while the rest idle.
+  Layout l = MakeLayout(std::vector<int>(4, 1), std::vector<int>(4, 1), 32);
+  ScheduleConfig cfg{264, 16, 64, 224};
+  auto s = BuildSchedule(l.view(), cfg);
+  ASSERT_TRUE(s.ok()) << s.status();
+  CheckInvariants(l, cfg, *s);
+  EXPECT_EQ(s->active_ctas, 8);
+  for (int c = 0; c < cfg.num_ctas; ++c) {
+    EXPECT_LE(s->work_indptr[c + 1] - s->work_indptr[c], 1) << "CTA " << c;
+  }
+  EXPECT_TRUE(s->combine.empty());
+}
+
 TEST(Scheduler, EmptySequences) {
   // q_len 0 (skipped), kv_len 0 (one empty item: zeros and lse = -inf).
   Layout l = MakeLayout({0, 1, 2, 0}, {100, 0, 50, 0}, 8);
