@@ -13,10 +13,11 @@
 //     then its tokens. The line is cut at multiples of the target cost T (about
 //     total / num_ctas, see MlaTargetCost); CTA c takes what lies between cut c
 //     and cut c + 1.
-//     Exception (MlaChooseCuts): when the tiles are all about the same size and
-//     there are at least as many CTAs (nearly all of them kept busy, or tiles
-//     too short to split, which then take one CTA each), each tile is cut
-//     into k >= 1 equal pieces instead, cut c falling in tile c / k. Cuts on the line would let a CTA straddle two tiles (two Q loads,
+//     Exception (MlaChooseCuts): when there are at least as many CTAs as
+//     tiles and the tiles are either all too short to split (k = 1: one CTA
+//     each) or all about the same size (nearly all CTAs then kept busy), each
+//     tile is cut into k >= 1 equal pieces instead, cut c falling in tile
+//     c / k. Cuts on the line would let a CTA straddle two tiles (two Q loads,
 //     two partials, three splits for some tiles), and with k = 1 tiles a few
 //     tokens apart (causal rows) make the cuts drift off the tile starts;
 //     aligned pieces give each CTA one piece and each tile k.
@@ -128,7 +129,6 @@ MLA_HOST_DEVICE inline MlaCutRule MlaChooseCuts(long long total, long long max_t
   rule.target = MlaTargetCost(total, max_tile_cost, num_tiles, s);
   rule.pieces_per_tile = 0;
   if (num_tiles == 0 || num_tiles > s.num_ctas) return rule;
-  if (num_tiles * max_tile_cost - total > total / 32) return rule;  // not uniform
   // As many pieces as CTAs allow, each at least the floor MlaTargetCost keeps.
   long long floor_cost = s.min_cost_per_cta - MlaPieceOverhead(s.block_m);
   if (floor_cost < 2LL * s.block_n) floor_cost = 2LL * s.block_n;
@@ -136,12 +136,14 @@ MLA_HOST_DEVICE inline MlaCutRule MlaChooseCuts(long long total, long long max_t
   const long long by_floor = (max_tile_cost - MlaPieceOverhead(s.block_m)) / floor_cost;
   long long k = by_ctas < by_floor ? by_ctas : by_floor;
   if (by_floor < 1) {
-    // Tiles shorter than the floor are not split, but each still takes a CTA
-    // of its own: the line would put several on one CTA while others idle,
-    // and a CTA's second work item costs its whole dependent chain again
-    // (about 4.5 us on the H200: (4,1,1,32) took 13.5 us against 9.0 for
+    // No tile is long enough to split, so each takes a CTA of its own, equal
+    // or not: the line would put several on one CTA while others idle, and a
+    // CTA's second work item costs its whole dependent chain again (about
+    // 4.5 us on the H200: (4,1,1,32) took 13.5 us against 9.0 for
     // (4,1,64,32), tools/bench/RESULTS.md, small batches).
     k = 1;
+  } else if (num_tiles * max_tile_cost - total > total / 32) {
+    return rule;  // not uniform
   } else if (k == by_ctas && 16 * num_tiles * k < 15LL * s.num_ctas) {
     // Bounded by the CTAs, the pieces should keep nearly all of them busy,
     // or the line's finer balance wins.

@@ -211,6 +211,18 @@ TEST(Scheduler, TilesTooShortToSplitTakeACtaEach) {
     EXPECT_LE(s->work_indptr[c + 1] - s->work_indptr[c], 1) << "CTA " << c;
   }
   EXPECT_TRUE(s->combine.empty());
+  // The same with lengths that differ (1..100 tokens, none long enough to
+  // split), including an empty sequence.
+  std::vector<int> kv;
+  for (int b = 0; b < 40; ++b) kv.push_back(b == 7 ? 0 : 1 + (b * 37) % 100);
+  Layout mixed = MakeLayout(std::vector<int>(40, 1), kv, 16);
+  auto m = BuildSchedule(mixed.view(), cfg);
+  ASSERT_TRUE(m.ok()) << m.status();
+  CheckInvariants(mixed, cfg, *m);
+  EXPECT_EQ(m->active_ctas, 40);
+  for (int c = 0; c < cfg.num_ctas; ++c) {
+    EXPECT_LE(m->work_indptr[c + 1] - m->work_indptr[c], 1) << "CTA " << c;
+  }
 }
 
 TEST(Scheduler, EmptySequences) {
