@@ -47,8 +47,10 @@ struct ClockMonitor::Api {
 
 std::string ClockReasonNames(uint64_t reasons) {
   static constexpr std::pair<uint64_t, const char*> kNames[] = {
-      {kReasonSwPowerCap, "sw_power_cap"}, {kReasonHwSlowdown, "hw_slowdown"},
-      {kReasonSwThermal, "sw_thermal"},    {kReasonHwThermal, "hw_thermal"},
+      {kReasonSwPowerCap, "sw_power_cap"},
+      {kReasonHwSlowdown, "hw_slowdown"},
+      {kReasonSwThermal, "sw_thermal"},
+      {kReasonHwThermal, "hw_thermal"},
       {kReasonHwPowerBrake, "hw_power_brake"}};
   std::vector<std::string> set;
   for (const auto& [bit, name] : kNames) {
@@ -131,8 +133,8 @@ std::string ClockMonitor::Describe() {
                                 ? absl::StrFormat("power limit %.0f W", limit_mw * 1e-3)
                                 : "power limit unknown";
   const ClockSample now = Sample();
-  return absl::StrFormat("%s, %s, SM clock %u MHz now, clock reasons %s", name, limit,
-                         now.sm_mhz, ClockReasonNames(now.reasons));
+  return absl::StrFormat("%s, %s, SM clock %u MHz now, clock reasons %s", name, limit, now.sm_mhz,
+                         ClockReasonNames(now.reasons));
 }
 
 ClockSample ClockMonitor::Sample() {

@@ -36,8 +36,8 @@ enum ClockReason : uint64_t {
   kReasonHwThermal = 0x40,
   kReasonHwPowerBrake = 0x80,
 };
-constexpr uint64_t kSlowingReasons =
-    kReasonSwPowerCap | kReasonHwSlowdown | kReasonSwThermal | kReasonHwThermal | kReasonHwPowerBrake;
+constexpr uint64_t kSlowingReasons = kReasonSwPowerCap | kReasonHwSlowdown | kReasonSwThermal |
+                                     kReasonHwThermal | kReasonHwPowerBrake;
 
 // "sw_power_cap+hw_thermal" for the slowing reasons set in `reasons`, "none"
 // when none is; other bits (idle, application clocks, ...) are not named.
@@ -75,7 +75,8 @@ class ClockMonitor {
   ClockMonitor(const ClockMonitor&) = delete;
   ClockMonitor& operator=(const ClockMonitor&) = delete;
 
-  // "NVIDIA H200, power limit 700 W, 1980 MHz now" (for the log).
+  // "NVIDIA H200, power limit 700 W, SM clock 1980 MHz now, clock reasons
+  // none" (for the log).
   std::string Describe();
   // Samples the SM clock and the reasons every millisecond on a thread of its
   // own until Stop().
