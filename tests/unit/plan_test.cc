@@ -199,30 +199,26 @@ TEST(Scheduler, ShortSequencesAreNotSplit) {
 }
 
 TEST(Scheduler, TilesTooShortToSplitTakeACtaEach) {
-  // 8 one-token tiles cost less than the split floor: the cut line would pack
-  // two on some CTAs, a second dependent chain each, while the rest idle.
-  Layout l = MakeLayout(std::vector<int>(4, 1), std::vector<int>(4, 1), 32);
-  ScheduleConfig cfg{264, 16, 64, 224};
-  auto s = BuildSchedule(l.view(), cfg);
-  ASSERT_TRUE(s.ok()) << s.status();
-  CheckInvariants(l, cfg, *s);
-  EXPECT_EQ(s->active_ctas, 8);
-  for (int c = 0; c < cfg.num_ctas; ++c) {
-    EXPECT_LE(s->work_indptr[c + 1] - s->work_indptr[c], 1) << "CTA " << c;
-  }
-  EXPECT_TRUE(s->combine.empty());
-  // The same with lengths that differ (1..100 tokens, none long enough to
-  // split), including an empty sequence.
+  // Tiles shorter than the split floor: the cut line would pack several on
+  // some CTAs, a second dependent chain each, while the rest idle.
+  const ScheduleConfig cfg{264, 16, 64, 224};
+  auto expect_one_tile_per_cta = [&](const Layout& l, int tiles) {
+    auto s = BuildSchedule(l.view(), cfg);
+    ASSERT_TRUE(s.ok()) << s.status();
+    CheckInvariants(l, cfg, *s);
+    EXPECT_EQ(s->active_ctas, tiles);
+    for (int c = 0; c < cfg.num_ctas; ++c) {
+      EXPECT_LE(s->work_indptr[c + 1] - s->work_indptr[c], 1) << "CTA " << c;
+    }
+    EXPECT_TRUE(s->combine.empty());
+  };
+  // Eight one-token tiles (two per sequence of 32 heads).
+  expect_one_tile_per_cta(MakeLayout(std::vector<int>(4, 1), std::vector<int>(4, 1), 32), 8);
+  // Lengths that differ (1..100 tokens, none long enough to split), and an
+  // empty sequence.
   std::vector<int> kv;
   for (int b = 0; b < 40; ++b) kv.push_back(b == 7 ? 0 : 1 + (b * 37) % 100);
-  Layout mixed = MakeLayout(std::vector<int>(40, 1), kv, 16);
-  auto m = BuildSchedule(mixed.view(), cfg);
-  ASSERT_TRUE(m.ok()) << m.status();
-  CheckInvariants(mixed, cfg, *m);
-  EXPECT_EQ(m->active_ctas, 40);
-  for (int c = 0; c < cfg.num_ctas; ++c) {
-    EXPECT_LE(m->work_indptr[c + 1] - m->work_indptr[c], 1) << "CTA " << c;
-  }
+  expect_one_tile_per_cta(MakeLayout(std::vector<int>(40, 1), kv, 16), 40);
 }
 
 TEST(Scheduler, EmptySequences) {
