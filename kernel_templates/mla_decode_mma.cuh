@@ -62,16 +62,15 @@ static_assert(STAGES >= 2, "the tile loop refills one buffer while others are re
 
 MLA_INLINE u32 SmemAddr(const void* p) { return static_cast<u32>(__cvta_generic_to_shared(p)); }
 
-MLA_INLINE void CpAsync16(void* dst, const void* src, bool valid) {
-  // src-size 0 zero-fills the destination without reading the source.
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(SmemAddr(dst)), "l"(src),
-               "r"(valid ? 16 : 0));
-}
 // The first `bytes` (0..16) of the aligned 16 at src; the rest of dst is
 // zero-filled and no source byte past `bytes` is read.
 MLA_INLINE void CpAsyncFirstBytes(void* dst, const void* src, int bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(SmemAddr(dst)), "l"(src),
                "r"(bytes));
+}
+// src-size 0 zero-fills the destination without reading the source.
+MLA_INLINE void CpAsync16(void* dst, const void* src, bool valid) {
+  CpAsyncFirstBytes(dst, src, valid ? 16 : 0);
 }
 MLA_INLINE void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>

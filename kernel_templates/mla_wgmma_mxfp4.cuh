@@ -78,11 +78,12 @@ static_assert(!MX || (14 + (TILE - 1) * MXFP4_TOKEN_BYTES + 308 <= MX_STAGE_BYTE
 // when a thread took every other block of its token (7 % faster flat, 21 %
 // with pages of one token, RESULTS.md v24). The window is shifted down by q
 // bytes in registers, with selects on q's bits (8, 4) and a byte permute (2):
-// indexing a register array by q would put it in local memory. A quarter warp's 16-byte loads (8
-// consecutive records, 306 bytes apart) reach 8 different bank groups when the
-// run of records starts 16-byte aligned, and conflict two-way otherwise; 320
-// bytes apart (token by token), they conflict four-way. Tokens at or past
-// `valid` are read as well (stale bytes, never converted).
+// indexing a register array by q would put it in local memory. A quarter
+// warp's 16-byte loads (8 consecutive records, 306 bytes apart) reach 8
+// different bank groups when the run of records starts 16-byte aligned, and
+// conflict two-way otherwise; 320 bytes apart (token by token), they conflict
+// four-way. Tokens at or past `valid` are read as well (stale bytes, never
+// converted).
 MLA_INLINE void LoadMxShare(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0, int valid,
                             const u8* stage, int tid, MxShare& sh) {
   static_assert(NUM_THREADS == 2 * TILE && HEAD_DIM_QK / 32 == 2 * MX_SHARE_BLOCKS,

@@ -165,13 +165,14 @@ class CudaBackend final : public Backend {
     size_t total = 0;
     MLAJIT_RETURN_IF_ERROR(Check(api_.cuDeviceTotalMem(&total, dev), "cuDeviceTotalMem", device));
     props.total_memory = static_cast<int64_t>(total);
+    // Only a name for tools (NVML): a driver that does not say leaves it
+    // empty rather than failing the runtime that asked for the properties.
     int domain = 0, bus = 0, slot = 0;
-    MLAJIT_RETURN_IF_ERROR(
-        Attribute(device, CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, "PCI_DOMAIN_ID", &domain));
-    MLAJIT_RETURN_IF_ERROR(Attribute(device, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, "PCI_BUS_ID", &bus));
-    MLAJIT_RETURN_IF_ERROR(
-        Attribute(device, CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, "PCI_DEVICE_ID", &slot));
-    props.pci_bus_id = absl::StrFormat("%04x:%02x:%02x.0", domain, bus, slot);
+    if (Attribute(device, CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, "PCI_DOMAIN_ID", &domain).ok() &&
+        Attribute(device, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, "PCI_BUS_ID", &bus).ok() &&
+        Attribute(device, CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, "PCI_DEVICE_ID", &slot).ok()) {
+      props.pci_bus_id = absl::StrFormat("%04x:%02x:%02x.0", domain, bus, slot);
+    }
     return props;
   }
 
