@@ -9,8 +9,10 @@
 // median and min of per-call device-event times over --runs warm calls that
 // rotate over enough copies of the inputs to exceed the L2 cache, the mean of a
 // back-to-back burst (launch gaps hidden), effective TB/s and TFLOP/s, and the
-// floor: max(bytes / read bandwidth, FLOPs / tensor rate). First-call costs
-// (cold compile, warm disk load) are measured separately, never mixed in.
+// floor: max(bytes / read bandwidth, FLOPs / tensor rate). Both ceilings are
+// measured at start (ceilings.h: a streaming-read kernel, cublasLt products),
+// or taken from DESIGN.md with --ceilings assumed. First-call costs (cold
+// compile, warm disk load) are measured separately, never mixed in.
 //
 // Two figures about launch overhead sit next to the device times:
 //  - graph_us: one call captured into a graph, replayed --runs times back to
@@ -43,6 +45,7 @@
 #include "mlajit/mlajit.h"
 #include "src/base/mla_types.h"
 #include "src/base/status_macros.h"
+#include "tools/bench/ceilings.h"
 #include "tools/bench/custom_case.h"
 #include "tools/bench/gpu_clocks.h"
 #include "tools/bench/schedule_report.h"
@@ -58,11 +61,6 @@ using harness::DeviceBuffer;
 using reference::BatchConfig;
 using reference::LengthDistribution;
 
-// Ceilings measured on this H200 (DESIGN.md §3): streaming read with 16-byte
-// loads, and cuBLAS-class matmul rates.
-constexpr double kReadBandwidth = 4.45e12;  // bytes/s
-constexpr double kFp8Rate = 1260e12;        // FLOP/s
-constexpr double kBf16Rate = 680e12;
 constexpr double kL2Bytes = 60e6;
 
 struct Case {
@@ -83,8 +81,8 @@ BatchConfig Make(int bs, int q_len, int kv_len, int heads, KvFormat f) {
 }
 
 // The public 8-case MI355X decode suite: (batch, q_len, kv_len, heads).
-const int kSuite[8][4] = {{4, 1, 1024, 32},  {4, 4, 8192, 32},   {32, 1, 8192, 16},
-                          {32, 4, 1024, 16}, {32, 1, 1024, 32},  {32, 4, 8192, 32},
+const int kSuite[8][4] = {{4, 1, 1024, 32},   {4, 4, 8192, 32},  {32, 1, 8192, 16},
+                          {32, 4, 1024, 16},  {32, 1, 1024, 32}, {32, 4, 8192, 32},
                           {128, 1, 8192, 16}, {128, 4, 8192, 16}};
 
 std::vector<Case> SuiteCases(const std::string& name) {
@@ -154,8 +152,9 @@ std::string CaseName(const BatchConfig& c) {
 }
 
 // Bytes that must move (KV read once, Q read once, out written once) and the
-// FLOPs of both products over the visible tokens.
-void CountWork(const DeviceBatch& db, Result* r) {
+// FLOPs of both products over the visible tokens. Products with bf16 KV run at
+// the bf16 rate; fp8 and MXFP4 KV at the fp8 rate.
+void CountWork(const DeviceBatch& db, const Ceilings& ceilings, Result* r) {
   const reference::Batch& b = db.batch;
   const BatchConfig& c = b.config;
   const int batch = static_cast<int>(b.qo_indptr.size()) - 1;
@@ -165,15 +164,16 @@ void CountWork(const DeviceBatch& db, Result* r) {
     const int q_len = b.qo_indptr[s + 1] - b.qo_indptr[s];
     kv_tokens += static_cast<double>(kv_len);
     for (int t = 0; t < q_len; ++t) {
-      const int64_t vis = c.causal ? std::clamp<int64_t>(kv_len - q_len + t + 1, 0, kv_len) : kv_len;
+      const int64_t vis =
+          c.causal ? std::clamp<int64_t>(kv_len - q_len + t + 1, 0, kv_len) : kv_len;
       qk_pairs += static_cast<double>(vis) * c.num_heads;
     }
   }
   const double rows = static_cast<double>(b.total_q()) * c.num_heads;
   r->bytes = kv_tokens * KvBytesPerToken(c.kv_format) + rows * (kHeadDimQk + kHeadDimV) * 2;
   r->flops = qk_pairs * 2.0 * (kHeadDimQk + kHeadDimV);
-  const double rate = c.kv_format == KvFormat::kBf16 ? kBf16Rate : kFp8Rate;
-  r->floor_us = std::max(r->bytes / kReadBandwidth, r->flops / rate) * 1e6;
+  const double rate = c.kv_format == KvFormat::kBf16 ? ceilings.bf16.value : ceilings.fp8.value;
+  r->floor_us = std::max(r->bytes / ceilings.read.value, r->flops / rate) * 1e6;
 }
 
 // Device time per replay of a graph holding one mlajit_decode call with `args`,
@@ -249,12 +249,12 @@ absl::Status TuneCase(DecodeHarness& h, const Case& c) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Result> RunCase(DecodeHarness& h, const Case& c, int runs, bool check,
-                               ClockMonitor* clocks) {
+absl::StatusOr<Result> RunCase(DecodeHarness& h, const Case& c, const Ceilings& ceilings, int runs,
+                               bool check, ClockMonitor* clocks) {
   Result r;
   r.c = c;
   MLAJIT_ASSIGN_OR_RETURN(std::unique_ptr<DeviceBatch> db, h.Upload(c.config, false));
-  CountWork(*db, &r);
+  CountWork(*db, ceilings, &r);
   char* plan_json = nullptr;
   MLAJIT_RETURN_IF_ERROR(harness::FromC(mlajit_plan_describe_json(db->plan, &plan_json)));
   r.plan_json = plan_json;
@@ -275,7 +275,8 @@ absl::StatusOr<Result> RunCase(DecodeHarness& h, const Case& c, int runs, bool c
     MLAJIT_ASSIGN_OR_RETURN(DeviceBuffer q, DeviceBuffer::Allocate(b, dev, db->q.bytes()));
     MLAJIT_ASSIGN_OR_RETURN(DeviceBuffer kv, DeviceBuffer::Allocate(b, dev, db->kv.bytes()));
     MLAJIT_RETURN_IF_ERROR(b->MemcpyHtoD(dev, q.ptr(), db->batch.q.data(), db->q.bytes(), nullptr));
-    MLAJIT_RETURN_IF_ERROR(b->MemcpyHtoD(dev, kv.ptr(), db->batch.kv.data(), db->kv.bytes(), nullptr));
+    MLAJIT_RETURN_IF_ERROR(
+        b->MemcpyHtoD(dev, kv.ptr(), db->batch.kv.data(), db->kv.bytes(), nullptr));
     qs.push_back(std::move(q));
     kvs.push_back(std::move(kv));
   }
@@ -376,9 +377,10 @@ void HostCostBreakdown(DecodeHarness& h) {
     gpu::ScopedDeviceRestore r(b);
     sink = sink + b->SetCurrentDevice(dev).ok();
   });
-  std::printf("host cost of the checks: pointer query %.3f us (5 per decode), stream check %.3f us, "
-              "device bind + restore %.3f us\n",
-              pointer, stream_check, restore);
+  std::printf(
+      "host cost of the checks: pointer query %.3f us (5 per decode), stream check %.3f us, "
+      "device bind + restore %.3f us\n",
+      pointer, stream_check, restore);
   (void)b->DestroyStream(dev, *stream);
 }
 
@@ -421,10 +423,11 @@ int Main(int argc, char** argv) {
   std::string suites = "default", json_path, only;
   std::vector<BatchConfig> custom;  // --case: run these instead of the suites
   int runs = 300;
-  int step_layers = 0;  // > 0: also time a captured step of that many layers per case
+  int step_layers = 0;          // > 0: also time a captured step of that many layers per case
   std::string schedule_target;  // non-empty: print host schedules, no GPU
   bool check = true;
   bool tune = false;  // mlajit_tune each case first (records kept in the cache directory)
+  bool measure_ceilings = true;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -445,6 +448,14 @@ int Main(int argc, char** argv) {
       custom.push_back(*c);
     } else if (a == "--no-check") {
       check = false;
+    } else if (a == "--ceilings") {
+      const std::string how = next();
+      if (how != "measured" && how != "assumed") {
+        std::fprintf(stderr, "mlajit_bench: --ceilings '%s': expected measured or assumed\n",
+                     how.c_str());
+        return 2;
+      }
+      measure_ceilings = how == "measured";
     } else if (a == "--tune") {
       tune = true;
     } else if (a == "--schedule") {
@@ -457,11 +468,15 @@ int Main(int argc, char** argv) {
       step_layers = std::max(0, std::atoi(next().c_str()));
     } else if (a == "--help" || a == "-h") {
       std::printf(
-          "usage: mlajit_bench [--suite default|bf16|a8|mxfp4|paged64|paged1|heads128|skewed|all[,..]]\n"
+          "usage: mlajit_bench [--suite "
+          "default|bf16|a8|mxfp4|paged64|paged1|heads128|skewed|all[,..]]\n"
           "                    [--runs N] [--json FILE] [--no-check] [--only CASE_SUBSTRING]\n"
           "                    [--case B,Q_LEN,KV_LEN,HEADS[,FORMAT[,PAGE[,a8]]]]...  (these\n"
           "                                shapes instead of the suites; FORMAT bf16,\n"
           "                                fp8_e4m3 or mxfp4; PAGE 0 = flat)\n"
+          "                    [--ceilings measured|assumed]  (the floor's read bandwidth and\n"
+          "                                tensor rates: measured at start (default), or\n"
+          "                                DESIGN.md's H200 figures)\n"
           "                    [--tune]   (mlajit_tune each case first; the timed plans then\n"
           "                                use the recorded shapes)\n"
           "                    [--step-layers L]   (also: a device-planned step of L decode\n"
@@ -505,6 +520,15 @@ int Main(int argc, char** argv) {
   }
   FirstCallCosts(cases.front());
   HostCostBreakdown(**h);
+  const Ceilings ceilings = measure_ceilings
+                                ? MeasureCeilings((*h)->backend(), (*h)->device())
+                                : AssumedCeilings("assumed (DESIGN.md, H200): --ceilings assumed");
+  std::printf("ceilings: read %.3f TB/s, %s\n", ceilings.read.value * 1e-12,
+              ceilings.read.how.c_str());
+  std::printf("ceilings: fp8 %.0f TFLOP/s, %s\n", ceilings.fp8.value * 1e-12,
+              ceilings.fp8.how.c_str());
+  std::printf("ceilings: bf16 %.0f TFLOP/s, %s\n", ceilings.bf16.value * 1e-12,
+              ceilings.bf16.how.c_str());
   std::unique_ptr<ClockMonitor> clocks = OpenClockMonitor(**h);
   std::vector<Result> results;
   for (const Case& c : cases) {
@@ -515,7 +539,7 @@ int Main(int argc, char** argv) {
         return 1;
       }
     }
-    auto r = RunCase(**h, c, runs, check, clocks.get());
+    auto r = RunCase(**h, c, ceilings, runs, check, clocks.get());
     if (!r.ok()) {
       std::fprintf(stderr, "%s: %s\n", CaseName(c.config).c_str(),
                    std::string(r.status().message()).c_str());
@@ -527,8 +551,8 @@ int Main(int argc, char** argv) {
                  c.suite.c_str(), CaseName(c.config).c_str(), r->median_us,
                  check && !r->passed ? " (MISMATCH)" : "", r->plan_json.c_str());
   }
-  std::printf("\n%-8s %-30s %9s %9s %9s %9s %9s %8s %8s %9s %7s %9s %3s %7s %7s\n", "suite",
-              "case", "median_us", "min_us", "burst_us", "graph_us", "host_us", "TB/s", "TFLOP/s",
+  std::printf("\n%-8s %-30s %9s %9s %9s %9s %9s %8s %8s %9s %7s %9s %3s %7s %7s\n", "suite", "case",
+              "median_us", "min_us", "burst_us", "graph_us", "host_us", "TB/s", "TFLOP/s",
               "floor_us", "%floor", "rel_err", "ok", "sm_MHz", "slow%");
   std::string current;
   double log_sum = 0, log_floor = 0;
@@ -575,18 +599,24 @@ int Main(int argc, char** argv) {
   }
   if (!json_path.empty()) {
     std::ofstream out(json_path);
-    out << "{\"ceilings\":{\"read_bytes_per_s\":" << kReadBandwidth << ",\"fp8_flops\":" << kFp8Rate
-        << ",\"bf16_flops\":" << kBf16Rate << "},\"runs\":" << runs << ",\"cases\":[";
+    auto ceiling_json = [](const Ceiling& c) {
+      return absl::StrFormat("{\"value\":%.6g,\"measured\":%s,\"how\":\"%s\"}", c.value,
+                             c.measured ? "true" : "false",
+                             absl::StrReplaceAll(c.how, {{"\\", "\\\\"}, {"\"", "\\\""}}));
+    };
+    out << "{\"ceilings\":{\"read_bytes_per_s\":" << ceiling_json(ceilings.read)
+        << ",\"fp8_flops\":" << ceiling_json(ceilings.fp8)
+        << ",\"bf16_flops\":" << ceiling_json(ceilings.bf16) << "},\"runs\":" << runs
+        << ",\"cases\":[";
     for (size_t i = 0; i < results.size(); ++i) {
       const Result& r = results[i];
       out << (i ? "," : "") << "{\"suite\":\"" << r.c.suite << "\",\"case\":\""
           << CaseName(r.c.config) << "\",\"median_us\":" << r.median_us
           << ",\"min_us\":" << r.min_us << ",\"burst_us\":" << r.burst_us
           << ",\"graph_us\":" << r.graph_us << ",\"host_us\":" << r.host_us
-          << ",\"bytes\":" << r.bytes << ",\"flops\":" << r.flops
-          << ",\"floor_us\":" << r.floor_us << ",\"rel_err\":" << r.rel_err
-          << ",\"passed\":" << (r.passed ? "true" : "false") << ",\"copies\":" << r.copies
-          << ",\"clocks\":" << ClocksJson(r.clocks)
+          << ",\"bytes\":" << r.bytes << ",\"flops\":" << r.flops << ",\"floor_us\":" << r.floor_us
+          << ",\"rel_err\":" << r.rel_err << ",\"passed\":" << (r.passed ? "true" : "false")
+          << ",\"copies\":" << r.copies << ",\"clocks\":" << ClocksJson(r.clocks)
           << ",\"plan\":" << (r.plan_json.empty() ? "null" : r.plan_json) << "}";
     }
     out << "]}\n";

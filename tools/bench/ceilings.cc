@@ -1,0 +1,247 @@
+#include "tools/bench/ceilings.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "src/base/status_macros.h"
+#include "src/jit/compiler.h"
+
+namespace mlajit::bench {
+namespace {
+
+// DESIGN.md §3, measured on the H200 the targets were set on.
+constexpr double kAssumedReadBandwidth = 4.45e12;
+constexpr double kAssumedFp8Rate = 1260e12;
+constexpr double kAssumedBf16Rate = 680e12;
+
+constexpr int kWarmup = 3;
+constexpr int kTimedRuns = 20;
+constexpr uint64_t kMaxReadBytes = uint64_t{2} << 30;
+constexpr unsigned kReadBlock = 512;
+
+// Every 16-byte word of `data` is read once, four loads in flight per thread;
+// the 32-bit sum of all words goes to `checksum` (shared-memory atomics per
+// block, then one global atomic per block), which keeps the loads alive and
+// lets the host check that nothing was skipped. Plain C++ without headers, so
+// that NVRTC and hiprtc both take it.
+constexpr const char* kStreamReadSource = R"(
+struct alignas(16) Words { unsigned x, y, z, w; };
+
+__device__ __forceinline__ unsigned Sum(const Words& v) { return v.x + v.y + v.z + v.w; }
+
+extern "C" __global__ void mlajit_stream_read(const Words* __restrict__ data,
+                                              unsigned long long count,
+                                              unsigned* __restrict__ checksum) {
+  __shared__ unsigned block_sum;
+  if (threadIdx.x == 0) block_sum = 0;
+  __syncthreads();
+  const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+  unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+  unsigned sum = 0;
+  for (; i + 3 * stride < count; i += 4 * stride) {
+    const Words a = data[i], b = data[i + stride], c = data[i + 2 * stride],
+                d = data[i + 3 * stride];
+    sum += Sum(a) + Sum(b) + Sum(c) + Sum(d);
+  }
+  for (; i < count; i += stride) sum += Sum(data[i]);
+  atomicAdd(&block_sum, sum);
+  __syncthreads();
+  if (threadIdx.x == 0) atomicAdd(checksum, block_sum);
+}
+)";
+
+class ScopedStream {
+ public:
+  ScopedStream(gpu::Backend* b, int device) : b_(b), device_(device) {}
+  ~ScopedStream() {
+    if (stream_ != nullptr) (void)b_->DestroyStream(device_, stream_);
+  }
+  absl::Status Create() {
+    MLAJIT_ASSIGN_OR_RETURN(stream_, b_->CreateStream(device_));
+    return absl::OkStatus();
+  }
+  gpu::StreamHandle get() const { return stream_; }
+
+ private:
+  gpu::Backend* b_;
+  int device_;
+  gpu::StreamHandle stream_ = nullptr;
+};
+
+class ScopedAllocation {
+ public:
+  ScopedAllocation(gpu::Backend* b, int device) : b_(b), device_(device) {}
+  ~ScopedAllocation() {
+    if (ptr_ != 0) (void)b_->Free(device_, ptr_);
+  }
+  absl::Status Allocate(size_t bytes) {
+    MLAJIT_ASSIGN_OR_RETURN(ptr_, b_->Malloc(device_, bytes));
+    return absl::OkStatus();
+  }
+  gpu::DevicePtr get() const { return ptr_; }
+
+ private:
+  gpu::Backend* b_;
+  int device_;
+  gpu::DevicePtr ptr_ = 0;
+};
+
+}  // namespace
+
+Ceilings AssumedCeilings(const std::string& why) {
+  Ceilings c;
+  c.read = {kAssumedReadBandwidth, false, why};
+  c.fp8 = {kAssumedFp8Rate, false, why};
+  c.bf16 = {kAssumedBf16Rate, false, why};
+  return c;
+}
+
+absl::StatusOr<double> MedianDeviceMs(gpu::Backend* backend, int device, gpu::StreamHandle stream,
+                                      const std::function<absl::Status()>& enqueue, int warmup,
+                                      int runs) {
+  for (int i = 0; i < warmup; ++i) MLAJIT_RETURN_IF_ERROR(enqueue());
+  std::vector<gpu::EventHandle> events;
+  absl::Status status;
+  for (int i = 0; i < 2 * runs && status.ok(); ++i) {
+    absl::StatusOr<gpu::EventHandle> e = backend->CreateEvent(device);
+    if (e.ok()) events.push_back(*e);
+    status = e.status();
+  }
+  for (int i = 0; i < runs && status.ok(); ++i) {
+    status = backend->RecordEvent(device, events[2 * i], stream);
+    if (status.ok()) status = enqueue();
+    if (status.ok()) status = backend->RecordEvent(device, events[2 * i + 1], stream);
+  }
+  if (status.ok()) status = backend->StreamSynchronize(device, stream);
+  std::vector<double> ms;
+  for (int i = 0; i < runs && status.ok(); ++i) {
+    absl::StatusOr<float> t = backend->ElapsedMs(events[2 * i], events[2 * i + 1]);
+    if (t.ok()) ms.push_back(*t);
+    status = t.status();
+  }
+  for (gpu::EventHandle e : events) (void)backend->DestroyEvent(device, e);
+  MLAJIT_RETURN_IF_ERROR(status);
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+const char* StreamReadKernelSource() { return kStreamReadSource; }
+
+uint32_t ExpectedReadChecksum(uint64_t bytes, uint8_t fill, int passes) {
+  const uint32_t word = uint32_t{fill} * 0x01010101u;
+  // Unsigned arithmetic wraps modulo 2^32, as the device's atomics do.
+  return static_cast<uint32_t>(bytes / 4) * word * static_cast<uint32_t>(passes);
+}
+
+absl::StatusOr<Ceiling> MeasureReadBandwidth(gpu::Backend* backend, int device) {
+  MLAJIT_ASSIGN_OR_RETURN(gpu::DeviceProperties props, backend->GetDeviceProperties(device));
+  MLAJIT_ASSIGN_OR_RETURN(jit::Compiler * compiler, jit::CompilerForArch(props.arch));
+  jit::RenderedSource source;
+  source.template_name = "mlajit_stream_read";
+  source.program_name = "mlajit_stream_read.cu";
+  source.source = kStreamReadSource;
+  MLAJIT_ASSIGN_OR_RETURN(jit::CompiledBinary binary,
+                          compiler->Compile(source, compiler->Options(props.arch), props.arch));
+  const auto* code = reinterpret_cast<const uint8_t*>(binary.binary.data());
+  MLAJIT_ASSIGN_OR_RETURN(gpu::ModuleHandle module,
+                          backend->LoadModule(device, {code, binary.binary.size()}));
+  struct Unload {
+    gpu::Backend* b;
+    int device;
+    gpu::ModuleHandle m;
+    ~Unload() { (void)b->UnloadModule(device, m); }
+  } unload{backend, device, module};
+  MLAJIT_ASSIGN_OR_RETURN(gpu::FunctionHandle kernel,
+                          backend->GetFunction(module, "mlajit_stream_read"));
+
+  // A multiple of one grid-wide pass of 16-byte loads, so every thread takes
+  // the unrolled loop the same number of times.
+  const unsigned threads_per_sm = std::max(props.max_threads_per_sm, static_cast<int>(kReadBlock));
+  const unsigned grid = props.sm_count * (threads_per_sm / kReadBlock);
+  const uint64_t pass_bytes = uint64_t{grid} * kReadBlock * 16 * 4;
+  const uint64_t want = std::min<uint64_t>(kMaxReadBytes, props.total_memory / 8);
+  const uint64_t bytes = std::max<uint64_t>(1, want / pass_bytes) * pass_bytes;
+  constexpr uint8_t kFill = 0x5b;
+
+  ScopedAllocation data(backend, device), checksum(backend, device);
+  MLAJIT_RETURN_IF_ERROR(data.Allocate(bytes));
+  MLAJIT_RETURN_IF_ERROR(checksum.Allocate(sizeof(uint32_t)));
+  ScopedStream stream(backend, device);
+  MLAJIT_RETURN_IF_ERROR(stream.Create());
+  MLAJIT_RETURN_IF_ERROR(backend->MemsetD8(device, data.get(), kFill, bytes, stream.get()));
+  MLAJIT_RETURN_IF_ERROR(backend->MemsetD8(device, checksum.get(), 0, 4, stream.get()));
+
+  gpu::DevicePtr data_ptr = data.get(), checksum_ptr = checksum.get();
+  unsigned long long count = bytes / 16;
+  void* args[] = {&data_ptr, &count, &checksum_ptr};
+  gpu::LaunchConfig config;
+  config.grid_x = grid;
+  config.block_x = kReadBlock;
+  auto launch = [&] { return backend->Launch(device, kernel, config, args, stream.get()); };
+  MLAJIT_ASSIGN_OR_RETURN(
+      double ms, MedianDeviceMs(backend, device, stream.get(), launch, kWarmup, kTimedRuns));
+  uint32_t got = 0;
+  MLAJIT_RETURN_IF_ERROR(backend->MemcpyDtoH(device, &got, checksum.get(), 4, stream.get()));
+  MLAJIT_RETURN_IF_ERROR(backend->StreamSynchronize(device, stream.get()));
+  const uint32_t expected = ExpectedReadChecksum(bytes, kFill, kWarmup + kTimedRuns);
+  if (got != expected) {
+    return absl::InternalError(absl::StrFormat(
+        "streaming read: checksum 0x%08x, expected 0x%08x: the kernel did not read every word", got,
+        expected));
+  }
+  return Ceiling{bytes / (ms * 1e-3), true,
+                 absl::StrFormat("streaming read of %.2f GiB, 16-byte loads, %u CTAs x %u, "
+                                 "median of %d",
+                                 bytes / double(1 << 30), grid, kReadBlock, kTimedRuns)};
+}
+
+Ceilings MeasureCeilings(gpu::Backend* backend, int device) {
+  Ceilings c = AssumedCeilings("");
+  const Ceilings assumed = c;
+  auto take = [&](const char* name, absl::StatusOr<Ceiling> measured, const Ceiling& fallback,
+                  Ceiling* out) {
+    if (measured.ok()) {
+      *out = *measured;
+      return;
+    }
+    const std::string why = std::string(measured.status().message());
+    std::fprintf(stderr, "ceilings: %s not measured (%s); using DESIGN.md's H200 figure\n", name,
+                 why.c_str());
+    *out = {fallback.value, false, absl::StrCat("assumed (DESIGN.md, H200): ", why)};
+  };
+  take("read bandwidth", MeasureReadBandwidth(backend, device), assumed.read, &c.read);
+  take("fp8 matmul rate", MeasureMatmulRate(backend, device, MatmulInputs::kFp8E4m3), assumed.fp8,
+       &c.fp8);
+  take("bf16 matmul rate", MeasureMatmulRate(backend, device, MatmulInputs::kBf16), assumed.bf16,
+       &c.bf16);
+  return c;
+}
+
+float DecodeE4m3(uint8_t bits) {
+  const int sign = bits >> 7, exponent = (bits >> 3) & 0xF, mantissa = bits & 0x7;
+  if (exponent == 0xF && mantissa == 0x7) return std::nanf("");
+  const float magnitude = exponent == 0 ? std::ldexp(mantissa / 8.0f, -6)
+                                        : std::ldexp(1.0f + mantissa / 8.0f, exponent - 7);
+  return sign ? -magnitude : magnitude;
+}
+
+float DecodeBf16(uint16_t bits) {
+  const uint32_t word = uint32_t{bits} << 16;
+  float f;
+  std::memcpy(&f, &word, sizeof f);
+  return f;
+}
+
+bool MatmulElementClose(double got, double want, double abs_sum) {
+  // bf16 output: 2^-8 relative rounding; fp32 accumulation over any order:
+  // well under 1e-4 of the terms' magnitude sum at these sizes.
+  return std::abs(got - want) <= std::abs(want) * (1.0 / 256) + abs_sum * 1e-4;
+}
+
+}  // namespace mlajit::bench

@@ -1,0 +1,78 @@
+// The two ceilings the benchmark's roofline floor divides by, measured on the
+// GPU at start rather than assumed:
+//  - read bandwidth: a streaming-read kernel (16-byte loads, four in flight
+//    per thread) over a buffer many times the L2 cache, compiled at run time
+//    by the same compiler as the decode kernels. Its checksum of every word it
+//    read is compared with the host's, so a kernel that skipped data cannot
+//    report a bandwidth.
+//  - tensor rates: cublasLt (loaded at run time) on an 8192^3 product with
+//    e4m3 and with bf16 inputs, bf16 output, fp32 accumulation: the
+//    "cuBLAS-class matmul" the targets are stated against. A few output
+//    elements are checked against a host dot product.
+// Each figure is the median of 20 timed runs (device events) after warm-up.
+// A ceiling that cannot be measured (no cublasLt, an AMD GPU, a failed check)
+// falls back to DESIGN.md §3's value for the H200, and says so.
+//
+//   Ceilings c = MeasureCeilings(backend, device);   // never fails
+//   floor_us = max(bytes / c.read.value, flops / c.fp8.value) * 1e6;
+#ifndef MLAJIT_TOOLS_BENCH_CEILINGS_H_
+#define MLAJIT_TOOLS_BENCH_CEILINGS_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "src/gpu/backend.h"
+
+namespace mlajit::bench {
+
+struct Ceiling {
+  double value = 0;  // bytes/s or FLOP/s
+  bool measured = false;
+  std::string how;  // what was run, or why the assumed value is used
+};
+
+struct Ceilings {
+  Ceiling read;  // bytes/s
+  Ceiling fp8;   // FLOP/s, e4m3 inputs
+  Ceiling bf16;  // FLOP/s, bf16 inputs
+};
+
+// DESIGN.md §3's figures, measured once on an H200: 4.45 TB/s, 1260 and 680
+// TFLOP/s. `why` becomes each ceiling's `how`.
+Ceilings AssumedCeilings(const std::string& why);
+
+// Streaming read of min(2 GiB, an eighth of the device's memory); bytes/s.
+absl::StatusOr<Ceiling> MeasureReadBandwidth(gpu::Backend* backend, int device);
+
+enum class MatmulInputs { kFp8E4m3, kBf16 };
+// cublasLt on an n x n x n product (n a multiple of 16); FLOP/s.
+absl::StatusOr<Ceiling> MeasureMatmulRate(gpu::Backend* backend, int device, MatmulInputs inputs,
+                                          int n = 8192);
+
+// All three, each falling back to its assumed value (the reason on stderr).
+Ceilings MeasureCeilings(gpu::Backend* backend, int device);
+
+// The median device time (ms) of `runs` calls of `enqueue` on `stream`, each
+// between its own pair of events, after `warmup` untimed calls.
+absl::StatusOr<double> MedianDeviceMs(gpu::Backend* backend, int device, gpu::StreamHandle stream,
+                                      const std::function<absl::Status()>& enqueue, int warmup,
+                                      int runs);
+
+// Host decoding of the matmul's input formats, and the check of one output
+// element, exposed for the CPU tests.
+float DecodeE4m3(uint8_t bits);
+float DecodeBf16(uint16_t bits);
+// |got - want| within bf16 output rounding plus fp32 accumulation-order error
+// of a dot product whose terms' magnitudes sum to `abs_sum`.
+bool MatmulElementClose(double got, double want, double abs_sum);
+// The streaming-read kernel's source (entry point "mlajit_stream_read").
+const char* StreamReadKernelSource();
+// The streaming read's expected checksum: the 32-bit sum of every 4-byte word
+// of `bytes` bytes filled with `fill`, over `passes` passes.
+uint32_t ExpectedReadChecksum(uint64_t bytes, uint8_t fill, int passes);
+
+}  // namespace mlajit::bench
+
+#endif  // MLAJIT_TOOLS_BENCH_CEILINGS_H_
