@@ -6,8 +6,10 @@
 //   mlajit_bench --case 128,2,8192,16,mxfp4   # any shape (custom_case.h)
 //
 // Per case: correctness against the CPU reference (relative L2 error), then the
-// median and min of per-call device-event times over --runs warm calls that
-// rotate over enough copies of the inputs to exceed the L2 cache, the mean of a
+// median and min of per-call device-event times over --runs calls, after
+// --warmup-ms (200) of device time spent calling it (so that every case is
+// timed in the sustained clock state, device_timing.h), calls that rotate
+// over enough copies of the inputs to exceed the L2 cache, the mean of a
 // back-to-back burst (launch gaps hidden), effective TB/s and TFLOP/s, and the
 // floor: max(bytes / read bandwidth, FLOPs / tensor rate). Both ceilings are
 // measured at start (ceilings.h: a streaming-read kernel, cublasLt products),
@@ -26,7 +28,7 @@
 //  - sm_MHz: median SM clock sampled every millisecond over the timed calls;
 //  - slow%: share of those samples in which the driver held the clock down
 //    (power cap, thermal or hardware slowdown). The JSON adds the clock's
-//    range and the reasons seen.
+//    range, the reasons seen and every per-call time in call order.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -40,6 +42,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "mlajit/mlajit.h"
@@ -47,6 +50,7 @@
 #include "src/base/status_macros.h"
 #include "tools/bench/ceilings.h"
 #include "tools/bench/custom_case.h"
+#include "tools/bench/device_timing.h"
 #include "tools/bench/gpu_clocks.h"
 #include "tools/bench/schedule_report.h"
 #include "tools/bench/step_graph.h"
@@ -132,8 +136,9 @@ struct Result {
   double rel_err = 0;
   bool passed = false;
   int copies = 1;
-  std::string plan_json;  // mlajit_plan_describe_json of the timed plan
-  ClockSummary clocks;    // over the per-call timed runs (the median's window)
+  std::string plan_json;         // mlajit_plan_describe_json of the timed plan
+  std::vector<double> times_us;  // every per-call time in call order; call i used copy i % copies
+  ClockSummary clocks;           // over the per-call timed runs (the median's window)
 };
 
 double Median(std::vector<double> v) {
@@ -250,7 +255,7 @@ absl::Status TuneCase(DecodeHarness& h, const Case& c) {
 }
 
 absl::StatusOr<Result> RunCase(DecodeHarness& h, const Case& c, const Ceilings& ceilings, int runs,
-                               bool check, ClockMonitor* clocks) {
+                               double warmup_ms, bool check, ClockMonitor* clocks) {
   Result r;
   r.c = c;
   MLAJIT_ASSIGN_OR_RETURN(std::unique_ptr<DeviceBatch> db, h.Upload(c.config, false));
@@ -295,10 +300,13 @@ absl::StatusOr<Result> RunCase(DecodeHarness& h, const Case& c, const Ceilings& 
   for (auto& e : ev) {
     MLAJIT_ASSIGN_OR_RETURN(e, b->CreateEvent(dev));
   }
-  for (int i = 0; i < 20; ++i) {  // warm-up
+  // Warm-up: at least 20 calls and warmup_ms of device time, so that the timed
+  // calls run in the sustained clock state (device_timing.h).
+  auto decode = [&](int i) {
     mlajit_decode_args_t a = args_for(i);
-    MLAJIT_RETURN_IF_ERROR(harness::FromC(mlajit_decode(db->plan, &a, stream)));
-  }
+    return harness::FromC(mlajit_decode(db->plan, &a, stream));
+  };
+  MLAJIT_RETURN_IF_ERROR(WarmUp(b, dev, stream, decode, 20, warmup_ms).status());
   // The clock is sampled from the first enqueue until the last call is done:
   // the GPU runs behind the host, so the window covers all timed calls.
   if (clocks != nullptr) clocks->Start();
@@ -315,6 +323,7 @@ absl::StatusOr<Result> RunCase(DecodeHarness& h, const Case& c, const Ceilings& 
     MLAJIT_ASSIGN_OR_RETURN(float ms, b->ElapsedMs(ev[2 * i], ev[2 * i + 1]));
     us[i] = ms * 1e3;
   }
+  r.times_us = us;
   r.median_us = Median(us);
   r.min_us = *std::min_element(us.begin(), us.end());
   // Burst: one pair of events around all calls; hides host launch gaps.
@@ -428,6 +437,7 @@ int Main(int argc, char** argv) {
   bool check = true;
   bool tune = false;  // mlajit_tune each case first (records kept in the cache directory)
   bool measure_ceilings = true;
+  double warmup_ms = 200;  // device time before each case's (and ceiling's) timed calls
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -448,6 +458,8 @@ int Main(int argc, char** argv) {
       custom.push_back(*c);
     } else if (a == "--no-check") {
       check = false;
+    } else if (a == "--warmup-ms") {
+      warmup_ms = std::max(0.0, std::atof(next().c_str()));
     } else if (a == "--ceilings") {
       const std::string how = next();
       if (how != "measured" && how != "assumed") {
@@ -477,6 +489,8 @@ int Main(int argc, char** argv) {
           "                    [--ceilings measured|assumed]  (the floor's read bandwidth and\n"
           "                                tensor rates: measured at start (default), or\n"
           "                                DESIGN.md's H200 figures)\n"
+          "                    [--warmup-ms MS]  (device time each case and ceiling runs\n"
+          "                                before its timed calls; default 200)\n"
           "                    [--tune]   (mlajit_tune each case first; the timed plans then\n"
           "                                use the recorded shapes)\n"
           "                    [--step-layers L]   (also: a device-planned step of L decode\n"
@@ -521,7 +535,7 @@ int Main(int argc, char** argv) {
   FirstCallCosts(cases.front());
   HostCostBreakdown(**h);
   const Ceilings ceilings = measure_ceilings
-                                ? MeasureCeilings((*h)->backend(), (*h)->device())
+                                ? MeasureCeilings((*h)->backend(), (*h)->device(), warmup_ms)
                                 : AssumedCeilings("assumed (DESIGN.md, H200): --ceilings assumed");
   std::printf("ceilings: read %.3f TB/s, %s\n", ceilings.read.value * 1e-12,
               ceilings.read.how.c_str());
@@ -539,7 +553,7 @@ int Main(int argc, char** argv) {
         return 1;
       }
     }
-    auto r = RunCase(**h, c, ceilings, runs, check, clocks.get());
+    auto r = RunCase(**h, c, ceilings, runs, warmup_ms, check, clocks.get());
     if (!r.ok()) {
       std::fprintf(stderr, "%s: %s\n", CaseName(c.config).c_str(),
                    std::string(r.status().message()).c_str());
@@ -617,6 +631,10 @@ int Main(int argc, char** argv) {
           << ",\"bytes\":" << r.bytes << ",\"flops\":" << r.flops << ",\"floor_us\":" << r.floor_us
           << ",\"rel_err\":" << r.rel_err << ",\"passed\":" << (r.passed ? "true" : "false")
           << ",\"copies\":" << r.copies << ",\"clocks\":" << ClocksJson(r.clocks)
+          << ",\"times_us\":["
+          << absl::StrJoin(r.times_us, ",",
+                           [](std::string* o, double t) { absl::StrAppendFormat(o, "%.2f", t); })
+          << "]"
           << ",\"plan\":" << (r.plan_json.empty() ? "null" : r.plan_json) << "}";
     }
     out << "]}\n";

@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "src/base/status_macros.h"
 #include "src/jit/compiler.h"
+#include "tools/bench/device_timing.h"
 
 namespace mlajit::bench {
 namespace {
@@ -20,7 +21,7 @@ constexpr double kAssumedReadBandwidth = 4.45e12;
 constexpr double kAssumedFp8Rate = 1260e12;
 constexpr double kAssumedBf16Rate = 680e12;
 
-constexpr int kWarmup = 3;
+constexpr int kWarmupCalls = 3;
 constexpr int kTimedRuns = 20;
 constexpr uint64_t kMaxReadBytes = uint64_t{2} << 30;
 constexpr unsigned kReadBlock = 512;
@@ -102,35 +103,6 @@ Ceilings AssumedCeilings(const std::string& why) {
   return c;
 }
 
-absl::StatusOr<double> MedianDeviceMs(gpu::Backend* backend, int device, gpu::StreamHandle stream,
-                                      const std::function<absl::Status()>& enqueue, int warmup,
-                                      int runs) {
-  for (int i = 0; i < warmup; ++i) MLAJIT_RETURN_IF_ERROR(enqueue());
-  std::vector<gpu::EventHandle> events;
-  absl::Status status;
-  for (int i = 0; i < 2 * runs && status.ok(); ++i) {
-    absl::StatusOr<gpu::EventHandle> e = backend->CreateEvent(device);
-    if (e.ok()) events.push_back(*e);
-    status = e.status();
-  }
-  for (int i = 0; i < runs && status.ok(); ++i) {
-    status = backend->RecordEvent(device, events[2 * i], stream);
-    if (status.ok()) status = enqueue();
-    if (status.ok()) status = backend->RecordEvent(device, events[2 * i + 1], stream);
-  }
-  if (status.ok()) status = backend->StreamSynchronize(device, stream);
-  std::vector<double> ms;
-  for (int i = 0; i < runs && status.ok(); ++i) {
-    absl::StatusOr<float> t = backend->ElapsedMs(events[2 * i], events[2 * i + 1]);
-    if (t.ok()) ms.push_back(*t);
-    status = t.status();
-  }
-  for (gpu::EventHandle e : events) (void)backend->DestroyEvent(device, e);
-  MLAJIT_RETURN_IF_ERROR(status);
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
-
 const char* StreamReadKernelSource() { return kStreamReadSource; }
 
 uint32_t ExpectedReadChecksum(uint64_t bytes, uint8_t fill, int passes) {
@@ -139,7 +111,7 @@ uint32_t ExpectedReadChecksum(uint64_t bytes, uint8_t fill, int passes) {
   return static_cast<uint32_t>(bytes / 4) * word * static_cast<uint32_t>(passes);
 }
 
-absl::StatusOr<Ceiling> MeasureReadBandwidth(gpu::Backend* backend, int device) {
+absl::StatusOr<Ceiling> MeasureReadBandwidth(gpu::Backend* backend, int device, double warmup_ms) {
   MLAJIT_ASSIGN_OR_RETURN(gpu::DeviceProperties props, backend->GetDeviceProperties(device));
   MLAJIT_ASSIGN_OR_RETURN(jit::Compiler * compiler, jit::CompilerForArch(props.arch));
   jit::RenderedSource source;
@@ -183,13 +155,15 @@ absl::StatusOr<Ceiling> MeasureReadBandwidth(gpu::Backend* backend, int device) 
   gpu::LaunchConfig config;
   config.grid_x = grid;
   config.block_x = kReadBlock;
-  auto launch = [&] { return backend->Launch(device, kernel, config, args, stream.get()); };
-  MLAJIT_ASSIGN_OR_RETURN(
-      double ms, MedianDeviceMs(backend, device, stream.get(), launch, kWarmup, kTimedRuns));
+  auto launch = [&](int) { return backend->Launch(device, kernel, config, args, stream.get()); };
+  MLAJIT_ASSIGN_OR_RETURN(int warmup_calls,
+                          WarmUp(backend, device, stream.get(), launch, kWarmupCalls, warmup_ms));
+  MLAJIT_ASSIGN_OR_RETURN(double ms,
+                          MedianDeviceMs(backend, device, stream.get(), launch, kTimedRuns));
   uint32_t got = 0;
   MLAJIT_RETURN_IF_ERROR(backend->MemcpyDtoH(device, &got, checksum.get(), 4, stream.get()));
   MLAJIT_RETURN_IF_ERROR(backend->StreamSynchronize(device, stream.get()));
-  const uint32_t expected = ExpectedReadChecksum(bytes, kFill, kWarmup + kTimedRuns);
+  const uint32_t expected = ExpectedReadChecksum(bytes, kFill, warmup_calls + kTimedRuns);
   if (got != expected) {
     return absl::InternalError(absl::StrFormat(
         "streaming read: checksum 0x%08x, expected 0x%08x: the kernel did not read every word", got,
@@ -197,11 +171,11 @@ absl::StatusOr<Ceiling> MeasureReadBandwidth(gpu::Backend* backend, int device) 
   }
   return Ceiling{bytes / (ms * 1e-3), true,
                  absl::StrFormat("streaming read of %.2f GiB, 16-byte loads, %u CTAs x %u, "
-                                 "median of %d",
-                                 bytes / double(1 << 30), grid, kReadBlock, kTimedRuns)};
+                                 "median of %d after %.0f ms",
+                                 bytes / double(1 << 30), grid, kReadBlock, kTimedRuns, warmup_ms)};
 }
 
-Ceilings MeasureCeilings(gpu::Backend* backend, int device) {
+Ceilings MeasureCeilings(gpu::Backend* backend, int device, double warmup_ms) {
   Ceilings c = AssumedCeilings("");
   const Ceilings assumed = c;
   auto take = [&](const char* name, absl::StatusOr<Ceiling> measured, const Ceiling& fallback,
@@ -215,11 +189,11 @@ Ceilings MeasureCeilings(gpu::Backend* backend, int device) {
                  why.c_str());
     *out = {fallback.value, false, absl::StrCat("assumed (DESIGN.md, H200): ", why)};
   };
-  take("read bandwidth", MeasureReadBandwidth(backend, device), assumed.read, &c.read);
-  take("fp8 matmul rate", MeasureMatmulRate(backend, device, MatmulInputs::kFp8E4m3), assumed.fp8,
-       &c.fp8);
-  take("bf16 matmul rate", MeasureMatmulRate(backend, device, MatmulInputs::kBf16), assumed.bf16,
-       &c.bf16);
+  take("read bandwidth", MeasureReadBandwidth(backend, device, warmup_ms), assumed.read, &c.read);
+  take("fp8 matmul rate", MeasureMatmulRate(backend, device, MatmulInputs::kFp8E4m3, warmup_ms),
+       assumed.fp8, &c.fp8);
+  take("bf16 matmul rate", MeasureMatmulRate(backend, device, MatmulInputs::kBf16, warmup_ms),
+       assumed.bf16, &c.bf16);
   return c;
 }
 

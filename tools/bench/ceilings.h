@@ -9,17 +9,18 @@
 //    e4m3 and with bf16 inputs, bf16 output, fp32 accumulation: the
 //    "cuBLAS-class matmul" the targets are stated against. A few output
 //    elements are checked against a host dot product.
-// Each figure is the median of 20 timed runs (device events) after warm-up.
+// Each figure is the median of 20 timed runs (device events) after a warm-up
+// of at least `warmup_ms` of device time (device_timing.h: the sustained
+// state, where the power cap has settled the clock).
 // A ceiling that cannot be measured (no cublasLt, an AMD GPU, a failed check)
 // falls back to DESIGN.md §3's value for the H200, and says so.
 //
-//   Ceilings c = MeasureCeilings(backend, device);   // never fails
+//   Ceilings c = MeasureCeilings(backend, device, 200.0);   // never fails
 //   floor_us = max(bytes / c.read.value, flops / c.fp8.value) * 1e6;
 #ifndef MLAJIT_TOOLS_BENCH_CEILINGS_H_
 #define MLAJIT_TOOLS_BENCH_CEILINGS_H_
 
 #include <cstdint>
-#include <functional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -44,21 +45,15 @@ struct Ceilings {
 Ceilings AssumedCeilings(const std::string& why);
 
 // Streaming read of min(2 GiB, an eighth of the device's memory); bytes/s.
-absl::StatusOr<Ceiling> MeasureReadBandwidth(gpu::Backend* backend, int device);
+absl::StatusOr<Ceiling> MeasureReadBandwidth(gpu::Backend* backend, int device, double warmup_ms);
 
 enum class MatmulInputs { kFp8E4m3, kBf16 };
 // cublasLt on an n x n x n product (n a multiple of 16); FLOP/s.
 absl::StatusOr<Ceiling> MeasureMatmulRate(gpu::Backend* backend, int device, MatmulInputs inputs,
-                                          int n = 8192);
+                                          double warmup_ms, int n = 8192);
 
 // All three, each falling back to its assumed value (the reason on stderr).
-Ceilings MeasureCeilings(gpu::Backend* backend, int device);
-
-// The median device time (ms) of `runs` calls of `enqueue` on `stream`, each
-// between its own pair of events, after `warmup` untimed calls.
-absl::StatusOr<double> MedianDeviceMs(gpu::Backend* backend, int device, gpu::StreamHandle stream,
-                                      const std::function<absl::Status()>& enqueue, int warmup,
-                                      int runs);
+Ceilings MeasureCeilings(gpu::Backend* backend, int device, double warmup_ms);
 
 // Host decoding of the matmul's input formats, and the check of one output
 // element, exposed for the CPU tests.

@@ -14,8 +14,8 @@ namespace {
 
 absl::Status Bad(absl::string_view spec, absl::string_view field, absl::string_view value,
                  absl::string_view expected) {
-  return absl::InvalidArgumentError(absl::StrCat("--case \"", spec, "\": ", field, "=\"", value,
-                                                 "\": expected ", expected));
+  return absl::InvalidArgumentError(
+      absl::StrCat("--case \"", spec, "\": ", field, "=\"", value, "\": expected ", expected));
 }
 
 // `text` as an integer in [lo, hi], else an error naming `field`.

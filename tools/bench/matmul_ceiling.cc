@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "src/base/status_macros.h"
 #include "tools/bench/ceilings.h"
+#include "tools/bench/device_timing.h"
 
 namespace mlajit::bench {
 namespace {
@@ -133,7 +134,7 @@ float Element(MatmulInputs inputs, const std::vector<uint8_t>& m, size_t index) 
 }  // namespace
 
 absl::StatusOr<Ceiling> MeasureMatmulRate(gpu::Backend* backend, int device, MatmulInputs inputs,
-                                          int n) {
+                                          double warmup_ms, int n) {
   if (backend->vendor() != gpu::Vendor::kNvidia) {
     return absl::UnimplementedError("tensor rate is measured with cublasLt, NVIDIA only");
   }
@@ -222,14 +223,15 @@ absl::StatusOr<Ceiling> MeasureMatmulRate(gpu::Backend* backend, int device, Mat
   if (found < 1) return absl::NotFoundError("cublasLt: no algorithm for this product");
 
   const float alpha = 1.0f, beta = 0.0f;
-  auto enqueue = [&]() -> absl::Status {
+  auto enqueue = [&](int) -> absl::Status {
     return check(
         "cublasLtMatmul",
         api.matmul(handle, op, &alpha, reinterpret_cast<void*>(da), la, reinterpret_cast<void*>(db),
                    lb, &beta, reinterpret_cast<void*>(dd), ld, reinterpret_cast<void*>(dd), ld,
                    &result.algo, reinterpret_cast<void*>(workspace), kWorkspaceBytes, stream));
   };
-  MLAJIT_ASSIGN_OR_RETURN(double ms, MedianDeviceMs(backend, device, stream, enqueue, 3, 20));
+  MLAJIT_RETURN_IF_ERROR(WarmUp(backend, device, stream, enqueue, 3, warmup_ms).status());
+  MLAJIT_ASSIGN_OR_RETURN(double ms, MedianDeviceMs(backend, device, stream, enqueue, 20));
 
   // A few output elements against the host's dot product.
   std::vector<uint16_t> d(elements);
@@ -253,9 +255,10 @@ absl::StatusOr<Ceiling> MeasureMatmulRate(gpu::Backend* backend, int device, Mat
     }
   }
   const double flops = 2.0 * n * double(n) * n;
-  return Ceiling{flops / (ms * 1e-3), true,
-                 absl::StrFormat("cublasLt %d^3 %s x %s -> bf16, fp32 accumulate, median of 20", n,
-                                 fp8 ? "e4m3" : "bf16", fp8 ? "e4m3" : "bf16")};
+  return Ceiling{
+      flops / (ms * 1e-3), true,
+      absl::StrFormat("cublasLt %d^3 %s x %s -> bf16, fp32 accumulate, median of 20 after %.0f ms",
+                      n, fp8 ? "e4m3" : "bf16", fp8 ? "e4m3" : "bf16", warmup_ms)};
 }
 
 }  // namespace mlajit::bench

@@ -21,12 +21,12 @@ absl::Status PrintSchedules(
   int sm_count = 132;
   if (parts.empty() || parts[0].empty() || parts.size() > 2 ||
       (parts.size() == 2 && (!absl::SimpleAtoi(parts[1], &sm_count) || sm_count < 1))) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--schedule \"", target, "\": expected ARCH or ARCH:SM_COUNT (e.g. sm_90a:132)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--schedule \"", target, "\": expected ARCH or ARCH:SM_COUNT (e.g. sm_90a:132)"));
   }
   const std::string& arch = parts[0];
-  std::printf("%-40s %5s %5s %8s %6s %9s %9s %6s %6s %s\n", "case", "rows", "ctas", "cut",
-              "active", "max_cost", "mean", "items", "merges", "splits (count x merges)");
+  std::printf("%-40s %5s %5s %8s %6s %9s %9s %6s %6s %s\n", "case", "rows", "ctas", "cut", "active",
+              "max_cost", "mean", "items", "merges", "splits (count x merges)");
   for (const auto& [name, config] : cases) {
     const reference::BatchLayout layout = reference::GenerateLayout(config);
     plan::LayoutView view;
@@ -51,12 +51,12 @@ absl::Status PrintSchedules(
     std::map<int, int> splits;
     for (const MlaCombineItem& m : s.combine) ++splits[m.num_splits];
     std::string hist;
-    for (const auto& [n, count] : splits) absl::StrAppend(&hist, hist.empty() ? "" : " ", n, "x", count);
+    for (const auto& [n, count] : splits)
+      absl::StrAppend(&hist, hist.empty() ? "" : " ", n, "x", count);
     const std::string cut =
         s.pieces_per_tile > 0 ? absl::StrCat("aligned", s.pieces_per_tile) : "line";
     std::printf("%-40s %5d %5d %8s %6d %9lld %9.0f %6d %6zu %s\n", name.c_str(), t.block_m,
-                sc.num_ctas, cut.c_str(), s.active_ctas,
-                static_cast<long long>(s.max_cta_cost),
+                sc.num_ctas, cut.c_str(), s.active_ctas, static_cast<long long>(s.max_cta_cost),
                 static_cast<double>(s.total_cost) / std::max(1, s.active_ctas), max_items,
                 s.combine.size(), hist.empty() ? "-" : hist.c_str());
   }

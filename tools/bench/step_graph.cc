@@ -78,9 +78,9 @@ absl::Status RunStepGraph(harness::DecodeHarness& h, const reference::BatchConfi
   MLAJIT_ASSIGN_OR_RETURN(gpu::EventHandle end, b->CreateEvent(dev));
   const int32_t* lens = config.page_size > 0 ? static_cast<const int32_t*>(kv_lens.get()) : nullptr;
   auto enqueue_step = [&]() -> absl::Status {
-    MLAJIT_RETURN_IF_ERROR(FromC(mlajit_plan_update_async(
-        plan, batch_size, static_cast<const int32_t*>(qo.get()),
-        static_cast<const int32_t*>(kv_indptr.get()), lens, stream)));
+    MLAJIT_RETURN_IF_ERROR(FromC(
+        mlajit_plan_update_async(plan, batch_size, static_cast<const int32_t*>(qo.get()),
+                                 static_cast<const int32_t*>(kv_indptr.get()), lens, stream)));
     for (const mlajit_decode_args_t& a : args) {
       MLAJIT_RETURN_IF_ERROR(FromC(mlajit_decode(plan, &a, stream)));
     }

@@ -1,0 +1,38 @@
+// Device-event timing shared by the benchmark's cases and its ceilings.
+//
+// Why a warm-up measured in time, not calls: under sustained load the H200
+// holds its SM clock at 1980 MHz for about 60 ms, then the power cap steps it
+// down (compute-bound decode cases run 11-14 % slower from then on,
+// tools/bench/RESULTS.md v25). A window of a fixed number of calls straddles
+// that step by a different share for every case and every run. Timing after
+// enough warm-up time puts every window in the sustained state.
+//
+//   MLAJIT_RETURN_IF_ERROR(WarmUp(b, dev, stream, enqueue, 20, 200.0));
+//   MLAJIT_ASSIGN_OR_RETURN(double ms, MedianDeviceMs(b, dev, stream, enqueue, 20));
+#ifndef MLAJIT_TOOLS_BENCH_DEVICE_TIMING_H_
+#define MLAJIT_TOOLS_BENCH_DEVICE_TIMING_H_
+
+#include <functional>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "src/gpu/backend.h"
+
+namespace mlajit::bench {
+
+// Enqueues call number i (callers may rotate inputs by it).
+using EnqueueCall = std::function<absl::Status(int i)>;
+
+// At least `min_calls` calls of `enqueue`, then more until `min_ms` of device
+// time has passed since the first; returns the number of calls made.
+absl::StatusOr<int> WarmUp(gpu::Backend* backend, int device, gpu::StreamHandle stream,
+                           const EnqueueCall& enqueue, int min_calls, double min_ms);
+
+// The median device time (ms) of `runs` calls of `enqueue` on `stream`, each
+// between its own pair of events.
+absl::StatusOr<double> MedianDeviceMs(gpu::Backend* backend, int device, gpu::StreamHandle stream,
+                                      const EnqueueCall& enqueue, int runs);
+
+}  // namespace mlajit::bench
+
+#endif  // MLAJIT_TOOLS_BENCH_DEVICE_TIMING_H_
