@@ -32,10 +32,10 @@ absl::StatusOr<int> Field(absl::string_view spec, absl::string_view field, absl:
 
 absl::StatusOr<reference::BatchConfig> ParseCustomCase(absl::string_view spec) {
   const std::vector<absl::string_view> f = absl::StrSplit(spec, ',');
-  if (f.size() < 4 || f.size() > 7) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--case \"", spec, "\": ", f.size(),
-                     " fields; expected BATCH,Q_LEN,KV_LEN,HEADS[,FORMAT[,PAGE[,a8]]]"));
+  if (f.size() < 4 || f.size() > 8) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--case \"", spec, "\": ", f.size(),
+        " fields; expected BATCH,Q_LEN,KV_LEN,HEADS[,FORMAT[,PAGE[,a8][,uniform|skewed]]]"));
   }
   reference::BatchConfig c;
   // The limits keep a case's host-side reference and inputs to a few GB.
@@ -63,11 +63,22 @@ absl::StatusOr<reference::BatchConfig> ParseCustomCase(absl::string_view spec) {
     }
     c.page_size = page;
   }
-  if (f.size() > 6) {
-    if (f[6] != "a8") return Bad(spec, "Q mode", f[6], "a8 (Q quantised to fp8) or nothing");
-    c.q_mode = QMode::kFp8;
-  }
   c.lengths = reference::LengthDistribution::kFixed;
+  // Then, in either order: a8, and the length distribution.
+  bool seen_q_mode = false, seen_lengths = false;
+  for (size_t i = 6; i < f.size(); ++i) {
+    if (f[i] == "a8" && !seen_q_mode) {
+      c.q_mode = QMode::kFp8;
+      seen_q_mode = true;
+    } else if ((f[i] == "uniform" || f[i] == "skewed") && !seen_lengths) {
+      c.lengths = f[i] == "uniform" ? reference::LengthDistribution::kUniform
+                                    : reference::LengthDistribution::kSkewed;
+      seen_lengths = true;
+    } else {
+      return Bad(spec, "option", f[i],
+                 "a8 (Q quantised to fp8) or uniform / skewed (KV lengths), each once");
+    }
+  }
   c.seed = 1234;
   return c;
 }
