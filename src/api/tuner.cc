@@ -251,25 +251,6 @@ absl::Status TimeCalls(Runtime* rt, const Plan& plan, const Inputs& in, gpu::Str
   return absl::OkStatus();
 }
 
-// Owns the tuning stream.
-class Stream {
- public:
-  Stream(gpu::Backend* b, int device) : backend_(b), device_(device) {}
-  ~Stream() {
-    if (stream_ != nullptr) (void)backend_->DestroyStream(device_, stream_);
-  }
-  absl::Status Create() {
-    MLAJIT_ASSIGN_OR_RETURN(stream_, backend_->CreateStream(device_));
-    return absl::OkStatus();
-  }
-  gpu::StreamHandle get() const { return stream_; }
-
- private:
-  gpu::Backend* backend_;
-  int device_;
-  gpu::StreamHandle stream_ = nullptr;
-};
-
 }  // namespace
 
 absl::StatusOr<TuneResult> Tune(Runtime* rt, const mlajit_plan_config_t* config, int batch_size,
@@ -304,7 +285,7 @@ absl::StatusOr<TuneResult> Tune(Runtime* rt, const mlajit_plan_config_t* config,
   if (!compiled[0].ok()) return compiled[0];
 
   gpu::ScopedDeviceRestore restore(rt->backend());
-  Stream stream(rt->backend(), rt->device());
+  gpu::ScopedStream stream(rt->backend(), rt->device());
   MLAJIT_RETURN_IF_ERROR(stream.Create());
   Inputs in(rt->backend(), rt->device());
   MLAJIT_RETURN_IF_ERROR(MakeInputs(rt, c, batch_size, qo_indptr, kv_indptr, stream.get(), &in));

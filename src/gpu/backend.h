@@ -158,6 +158,33 @@ class ScopedDeviceRestore {
   uintptr_t saved_;
 };
 
+// A stream created on `device` and destroyed on scope exit.
+//
+//   gpu::ScopedStream stream(backend, device);
+//   MLAJIT_RETURN_IF_ERROR(stream.Create());
+//   ... backend->Launch(device, f, config, args, stream.get()) ...
+class ScopedStream {
+ public:
+  ScopedStream(Backend* backend, int device) : backend_(backend), device_(device) {}
+  ~ScopedStream() {
+    if (stream_ != nullptr) (void)backend_->DestroyStream(device_, stream_);
+  }
+  ScopedStream(const ScopedStream&) = delete;
+  ScopedStream& operator=(const ScopedStream&) = delete;
+  absl::Status Create() {
+    absl::StatusOr<StreamHandle> s = backend_->CreateStream(device_);
+    if (!s.ok()) return s.status();
+    stream_ = *s;
+    return absl::OkStatus();
+  }
+  StreamHandle get() const { return stream_; }
+
+ private:
+  Backend* backend_;
+  int device_;
+  StreamHandle stream_ = nullptr;
+};
+
 // dlopens libcuda.so.1. kFailedPrecondition (with the dlerror text) when absent
 // or when no device is visible.
 absl::StatusOr<std::unique_ptr<Backend>> OpenCudaBackend();

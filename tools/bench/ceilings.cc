@@ -12,6 +12,7 @@
 #include "src/base/status_macros.h"
 #include "src/jit/compiler.h"
 #include "tools/bench/device_timing.h"
+#include "tools/harness/decode_harness.h"
 
 namespace mlajit::bench {
 namespace {
@@ -56,42 +57,6 @@ extern "C" __global__ void mlajit_stream_read(const Words* __restrict__ data,
   if (threadIdx.x == 0) atomicAdd(checksum, block_sum);
 }
 )";
-
-class ScopedStream {
- public:
-  ScopedStream(gpu::Backend* b, int device) : b_(b), device_(device) {}
-  ~ScopedStream() {
-    if (stream_ != nullptr) (void)b_->DestroyStream(device_, stream_);
-  }
-  absl::Status Create() {
-    MLAJIT_ASSIGN_OR_RETURN(stream_, b_->CreateStream(device_));
-    return absl::OkStatus();
-  }
-  gpu::StreamHandle get() const { return stream_; }
-
- private:
-  gpu::Backend* b_;
-  int device_;
-  gpu::StreamHandle stream_ = nullptr;
-};
-
-class ScopedAllocation {
- public:
-  ScopedAllocation(gpu::Backend* b, int device) : b_(b), device_(device) {}
-  ~ScopedAllocation() {
-    if (ptr_ != 0) (void)b_->Free(device_, ptr_);
-  }
-  absl::Status Allocate(size_t bytes) {
-    MLAJIT_ASSIGN_OR_RETURN(ptr_, b_->Malloc(device_, bytes));
-    return absl::OkStatus();
-  }
-  gpu::DevicePtr get() const { return ptr_; }
-
- private:
-  gpu::Backend* b_;
-  int device_;
-  gpu::DevicePtr ptr_ = 0;
-};
 
 }  // namespace
 
@@ -141,15 +106,16 @@ absl::StatusOr<Ceiling> MeasureReadBandwidth(gpu::Backend* backend, int device, 
   const uint64_t bytes = std::max<uint64_t>(1, want / pass_bytes) * pass_bytes;
   constexpr uint8_t kFill = 0x5b;
 
-  ScopedAllocation data(backend, device), checksum(backend, device);
-  MLAJIT_RETURN_IF_ERROR(data.Allocate(bytes));
-  MLAJIT_RETURN_IF_ERROR(checksum.Allocate(sizeof(uint32_t)));
-  ScopedStream stream(backend, device);
+  MLAJIT_ASSIGN_OR_RETURN(harness::DeviceBuffer data,
+                          harness::DeviceBuffer::Allocate(backend, device, bytes));
+  MLAJIT_ASSIGN_OR_RETURN(harness::DeviceBuffer checksum,
+                          harness::DeviceBuffer::Allocate(backend, device, sizeof(uint32_t)));
+  gpu::ScopedStream stream(backend, device);
   MLAJIT_RETURN_IF_ERROR(stream.Create());
-  MLAJIT_RETURN_IF_ERROR(backend->MemsetD8(device, data.get(), kFill, bytes, stream.get()));
-  MLAJIT_RETURN_IF_ERROR(backend->MemsetD8(device, checksum.get(), 0, 4, stream.get()));
+  MLAJIT_RETURN_IF_ERROR(backend->MemsetD8(device, data.ptr(), kFill, bytes, stream.get()));
+  MLAJIT_RETURN_IF_ERROR(backend->MemsetD8(device, checksum.ptr(), 0, 4, stream.get()));
 
-  gpu::DevicePtr data_ptr = data.get(), checksum_ptr = checksum.get();
+  gpu::DevicePtr data_ptr = data.ptr(), checksum_ptr = checksum.ptr();
   unsigned long long count = bytes / 16;
   void* args[] = {&data_ptr, &count, &checksum_ptr};
   gpu::LaunchConfig config;
@@ -161,7 +127,7 @@ absl::StatusOr<Ceiling> MeasureReadBandwidth(gpu::Backend* backend, int device, 
   MLAJIT_ASSIGN_OR_RETURN(double ms,
                           MedianDeviceMs(backend, device, stream.get(), launch, kTimedRuns));
   uint32_t got = 0;
-  MLAJIT_RETURN_IF_ERROR(backend->MemcpyDtoH(device, &got, checksum.get(), 4, stream.get()));
+  MLAJIT_RETURN_IF_ERROR(backend->MemcpyDtoH(device, &got, checksum.ptr(), 4, stream.get()));
   MLAJIT_RETURN_IF_ERROR(backend->StreamSynchronize(device, stream.get()));
   const uint32_t expected = ExpectedReadChecksum(bytes, kFill, warmup_calls + kTimedRuns);
   if (got != expected) {

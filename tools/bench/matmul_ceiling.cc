@@ -14,6 +14,7 @@
 #include "src/base/status_macros.h"
 #include "tools/bench/ceilings.h"
 #include "tools/bench/device_timing.h"
+#include "tools/harness/decode_harness.h"
 
 namespace mlajit::bench {
 namespace {
@@ -152,31 +153,17 @@ absl::StatusOr<Ceiling> MeasureMatmulRate(gpu::Backend* backend, int device, Mat
   const std::vector<uint8_t> a = RandomMatrix(inputs, elements, 1);
   const std::vector<uint8_t> b = RandomMatrix(inputs, elements, 2);
 
-  std::vector<gpu::DevicePtr> owned;
-  struct FreeAll {
-    gpu::Backend* backend;
-    int device;
-    std::vector<gpu::DevicePtr>* ptrs;
-    ~FreeAll() {
-      for (gpu::DevicePtr p : *ptrs) (void)backend->Free(device, p);
-    }
-  } free_all{backend, device, &owned};
-  auto allocate = [&](size_t bytes) -> absl::StatusOr<gpu::DevicePtr> {
-    MLAJIT_ASSIGN_OR_RETURN(gpu::DevicePtr p, backend->Malloc(device, bytes));
-    owned.push_back(p);
-    return p;
+  auto allocate = [&](size_t bytes) {
+    return harness::DeviceBuffer::Allocate(backend, device, bytes);
   };
-  MLAJIT_ASSIGN_OR_RETURN(gpu::DevicePtr da, allocate(in_bytes));
-  MLAJIT_ASSIGN_OR_RETURN(gpu::DevicePtr db, allocate(in_bytes));
-  MLAJIT_ASSIGN_OR_RETURN(gpu::DevicePtr dd, allocate(elements * 2));
-  MLAJIT_ASSIGN_OR_RETURN(gpu::DevicePtr workspace, allocate(kWorkspaceBytes));
-  MLAJIT_ASSIGN_OR_RETURN(gpu::StreamHandle stream, backend->CreateStream(device));
-  struct DestroyStream {
-    gpu::Backend* backend;
-    int device;
-    gpu::StreamHandle s;
-    ~DestroyStream() { (void)backend->DestroyStream(device, s); }
-  } destroy_stream{backend, device, stream};
+  MLAJIT_ASSIGN_OR_RETURN(harness::DeviceBuffer a_buffer, allocate(in_bytes));
+  MLAJIT_ASSIGN_OR_RETURN(harness::DeviceBuffer b_buffer, allocate(in_bytes));
+  MLAJIT_ASSIGN_OR_RETURN(harness::DeviceBuffer d_buffer, allocate(elements * 2));
+  MLAJIT_ASSIGN_OR_RETURN(harness::DeviceBuffer workspace, allocate(kWorkspaceBytes));
+  const gpu::DevicePtr da = a_buffer.ptr(), db = b_buffer.ptr(), dd = d_buffer.ptr();
+  gpu::ScopedStream scoped_stream(backend, device);
+  MLAJIT_RETURN_IF_ERROR(scoped_stream.Create());
+  const gpu::StreamHandle stream = scoped_stream.get();
   MLAJIT_RETURN_IF_ERROR(backend->MemcpyHtoD(device, da, a.data(), in_bytes, stream));
   MLAJIT_RETURN_IF_ERROR(backend->MemcpyHtoD(device, db, b.data(), in_bytes, stream));
   MLAJIT_RETURN_IF_ERROR(backend->MemsetD8(device, dd, 0xFF, elements * 2, stream));  // NaN
@@ -228,7 +215,7 @@ absl::StatusOr<Ceiling> MeasureMatmulRate(gpu::Backend* backend, int device, Mat
         "cublasLtMatmul",
         api.matmul(handle, op, &alpha, reinterpret_cast<void*>(da), la, reinterpret_cast<void*>(db),
                    lb, &beta, reinterpret_cast<void*>(dd), ld, reinterpret_cast<void*>(dd), ld,
-                   &result.algo, reinterpret_cast<void*>(workspace), kWorkspaceBytes, stream));
+                   &result.algo, workspace.get(), kWorkspaceBytes, stream));
   };
   MLAJIT_RETURN_IF_ERROR(WarmUp(backend, device, stream, enqueue, 3, warmup_ms).status());
   MLAJIT_ASSIGN_OR_RETURN(double ms, MedianDeviceMs(backend, device, stream, enqueue, 20));
