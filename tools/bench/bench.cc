@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -459,7 +460,12 @@ int Main(int argc, char** argv) {
     } else if (a == "--no-check") {
       check = false;
     } else if (a == "--warmup-ms") {
-      warmup_ms = std::max(0.0, std::atof(next().c_str()));
+      const std::string ms = next();
+      if (!absl::SimpleAtod(ms, &warmup_ms) || !(warmup_ms >= 0 && warmup_ms <= 60000)) {
+        std::fprintf(stderr, "mlajit_bench: --warmup-ms '%s': expected milliseconds in 0..60000\n",
+                     ms.c_str());
+        return 2;
+      }
     } else if (a == "--ceilings") {
       const std::string how = next();
       if (how != "measured" && how != "assumed") {
@@ -623,7 +629,7 @@ int Main(int argc, char** argv) {
     out << "{\"ceilings\":{\"read_bytes_per_s\":" << ceiling_json(ceilings.read)
         << ",\"fp8_flops\":" << ceiling_json(ceilings.fp8)
         << ",\"bf16_flops\":" << ceiling_json(ceilings.bf16) << "},\"runs\":" << runs
-        << ",\"cases\":[";
+        << ",\"warmup_ms\":" << warmup_ms << ",\"cases\":[";
     for (size_t i = 0; i < results.size(); ++i) {
       const Result& r = results[i];
       out << (i ? "," : "") << "{\"suite\":\"" << r.c.suite << "\",\"case\":\""
