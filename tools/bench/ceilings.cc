@@ -142,8 +142,8 @@ absl::StatusOr<Ceiling> MeasureReadBandwidth(gpu::Backend* backend, int device, 
 }
 
 Ceilings MeasureCeilings(gpu::Backend* backend, int device, double warmup_ms) {
-  Ceilings c = AssumedCeilings("");
-  const Ceilings assumed = c;
+  const Ceilings assumed = AssumedCeilings("");
+  Ceilings c;
   auto take = [&](const char* name, absl::StatusOr<Ceiling> measured, const Ceiling& fallback,
                   Ceiling* out) {
     if (measured.ok()) {

@@ -1,6 +1,4 @@
 // The tensor-rate ceilings: cublasLt, loaded at run time, on an n^3 product.
-#include <dlfcn.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -12,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "src/base/status_macros.h"
+#include "src/jit/dynamic_library.h"
 #include "tools/bench/ceilings.h"
 #include "tools/bench/device_timing.h"
 #include "tools/harness/decode_harness.h"
@@ -44,7 +43,7 @@ struct HeuristicResult {  // cublasLtMatmulHeuristicResult_t
 };
 
 struct LtApi {
-  void* lib = nullptr;
+  jit::jit_internal::DynamicLibrary lib;
   int (*create)(Handle*) = nullptr;
   int (*destroy)(Handle) = nullptr;
   int (*desc_create)(Desc*, int, int) = nullptr;
@@ -61,9 +60,6 @@ struct LtApi {
                 const void*, Desc, void*, Desc, const Algo*, void*, size_t, void*) = nullptr;
   const char* (*status_name)(int) = nullptr;
 
-  ~LtApi() {
-    if (lib != nullptr) dlclose(lib);
-  }
   std::string Error(const char* what, int rc) const {
     return absl::StrCat("cublasLt: ", what, " failed: ",
                         status_name != nullptr ? status_name(rc) : absl::StrCat("status ", rc));
@@ -71,17 +67,12 @@ struct LtApi {
 };
 
 absl::Status OpenLt(LtApi* api) {
-  std::string tried;
-  for (const char* name : {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so",
-                           "/usr/local/cuda/lib64/libcublasLt.so"}) {
-    api->lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-    if (api->lib != nullptr) break;
-    absl::StrAppend(&tried, tried.empty() ? "" : "; ", dlerror());
-  }
-  if (api->lib == nullptr)
-    return absl::FailedPreconditionError(absl::StrCat("no cublasLt: ", tried));
+  MLAJIT_ASSIGN_OR_RETURN(api->lib,
+                          jit::jit_internal::DynamicLibrary::OpenFirst(
+                              {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"},
+                              {"/usr/local/cuda/lib64"}, "cublasLtMatmul"));
   auto bind = [&](auto& fn, const char* symbol) {
-    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(api->lib, symbol));
+    fn = api->lib.Symbol<std::remove_reference_t<decltype(fn)>>(symbol);
     return fn != nullptr;
   };
   bind(api->status_name, "cublasLtGetStatusName");
