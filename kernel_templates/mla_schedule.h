@@ -168,8 +168,9 @@ MLA_HOST_DEVICE inline MlaCut MlaFindAlignedCut(int c, int k, const MlaTile* til
   }
   const int j = c % k;
   const int kv = tiles[cut.tile].kv_need;
-  int pieces = kv / (2 * block_n);
-  pieces = pieces < 1 ? 1 : pieces > k ? k : pieces;
+  // 64-bit: 2 * block_n overflows int for block_n > 2^30 (a caller's config).
+  const long long fit = kv / (2LL * block_n);
+  const int pieces = fit < 1 ? 1 : fit > k ? k : static_cast<int>(fit);
   if (j == 0) return cut;
   if (j >= pieces) {
     cut.tile += 1;

@@ -44,5 +44,32 @@ TEST(FuzzRegressions, FullPagesUpToInt32TokensAreScheduled) {
   EXPECT_EQ(s->seqs[0].kv_len, INT32_MAX / 128 * 128);
 }
 
+// fuzz_plan: a config with block_n = INT32_MAX (BuildSchedule accepts any
+// positive block size from its caller). The aligned-pieces rule computed
+// 2 * block_n in int, which overflowed (undefined behaviour) before the tile
+// could be found too short to split.
+TEST(FuzzRegressions, HugeBlockNDoesNotOverflowTheAlignedCut) {
+  const std::vector<int32_t> qo = {0, 1, 2};
+  const std::vector<int32_t> kv = {0, 100, 300};
+  plan::LayoutView l;
+  l.num_heads = 16;
+  l.qo_indptr = qo;
+  l.kv_indptr = kv;
+  plan::ScheduleConfig c;
+  c.num_ctas = 4;
+  c.block_n = INT32_MAX;
+  absl::StatusOr<plan::Schedule> s = plan::BuildSchedule(l, c);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->pieces_per_tile, 1);  // too short to split: one CTA per tile
+  ASSERT_EQ(s->work.size(), 2u);
+  EXPECT_EQ(s->num_partials, 0);
+  for (int b = 0; b < 2; ++b) {
+    EXPECT_EQ(s->work[b].seq, b);
+    EXPECT_EQ(s->work[b].kv_start, 0);
+    EXPECT_EQ(s->work[b].kv_end, kv[b + 1] - kv[b]);
+    EXPECT_EQ(s->work[b].partial, -1);
+  }
+}
+
 }  // namespace
 }  // namespace mlajit
