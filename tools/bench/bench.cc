@@ -14,7 +14,10 @@
 // floor: max(bytes / read bandwidth, FLOPs / tensor rate). Both ceilings are
 // measured at start (ceilings.h: a streaming-read kernel, cublasLt products),
 // or taken from DESIGN.md with --ceilings assumed. First-call costs (cold
-// compile, warm disk load) are measured separately, never mixed in.
+// compile, warm disk load) are measured separately, never mixed in. With
+// --launch-floor, empty kernels launched as a call's one, two or three
+// kernels are timed the same way first (launch_floor.h): the least a call
+// can take on this device.
 //
 // Two figures about launch overhead sit next to the device times:
 //  - graph_us: one call captured into a graph, replayed --runs times back to
@@ -36,6 +39,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,6 +54,7 @@
 #include "src/base/mla_types.h"
 #include "src/base/status_macros.h"
 #include "tools/bench/ceilings.h"
+#include "tools/bench/launch_floor.h"
 #include "tools/bench/custom_case.h"
 #include "tools/bench/device_timing.h"
 #include "tools/bench/gpu_clocks.h"
@@ -438,6 +443,7 @@ int Main(int argc, char** argv) {
   bool check = true;
   bool tune = false;  // mlajit_tune each case first (records kept in the cache directory)
   bool measure_ceilings = true;
+  bool launch_floor = false;  // also time empty kernels launched like a call (launch_floor.h)
   double warmup_ms = 200;  // device time before each case's (and ceiling's) timed calls
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -476,6 +482,8 @@ int Main(int argc, char** argv) {
       measure_ceilings = how == "measured";
     } else if (a == "--tune") {
       tune = true;
+    } else if (a == "--launch-floor") {
+      launch_floor = true;
     } else if (a == "--schedule") {
       schedule_target = next();
       if (schedule_target.empty()) {
@@ -499,6 +507,9 @@ int Main(int argc, char** argv) {
           "                                DESIGN.md's H200 figures)\n"
           "                    [--warmup-ms MS]  (device time each case and ceiling runs\n"
           "                                before its timed calls; default 200)\n"
+          "                    [--launch-floor]  (also time empty kernels launched as a call's\n"
+          "                                one, two or three kernels are: the least a call\n"
+          "                                can take here)\n"
           "                    [--tune]   (mlajit_tune each case first; the timed plans then\n"
           "                                use the recorded shapes)\n"
           "                    [--step-layers L]   (also: a device-planned step of L decode\n"
@@ -551,6 +562,18 @@ int Main(int argc, char** argv) {
               ceilings.fp8.how.c_str());
   std::printf("ceilings: bf16 %.0f TFLOP/s, %s\n", ceilings.bf16.value * 1e-12,
               ceilings.bf16.how.c_str());
+  std::optional<LaunchFloor> floor;
+  if (launch_floor) {
+    absl::StatusOr<LaunchFloor> f =
+        MeasureLaunchFloor((*h)->backend(), (*h)->device(), warmup_ms, runs);
+    if (!f.ok()) {
+      std::fprintf(stderr, "mlajit_bench: launch floor: %s\n",
+                   std::string(f.status().message()).c_str());
+      return 1;
+    }
+    floor = *f;
+    std::printf("%s\n", FormatLaunchFloor(*floor).c_str());
+  }
   std::unique_ptr<ClockMonitor> clocks = OpenClockMonitor(**h);
   std::vector<Result> results;
   for (const Case& c : cases) {
@@ -628,7 +651,16 @@ int Main(int argc, char** argv) {
     };
     out << "{\"ceilings\":{\"read_bytes_per_s\":" << ceiling_json(ceilings.read)
         << ",\"fp8_flops\":" << ceiling_json(ceilings.fp8)
-        << ",\"bf16_flops\":" << ceiling_json(ceilings.bf16) << "},\"runs\":" << runs
+        << ",\"bf16_flops\":" << ceiling_json(ceilings.bf16) << "}";
+    if (floor.has_value()) {
+      out << absl::StrFormat(
+          ",\"launch_floor\":{\"grid\":%d,\"one_cta_us\":%.3f,\"full_grid_us\":%.3f,"
+          "\"two_chained_us\":%.3f,\"three_chained_us\":%.3f,\"two_burst_us\":%.3f,"
+          "\"dependent_launch\":%s}",
+          floor->grid, floor->one_cta_us, floor->full_grid_us, floor->two_chained_us,
+          floor->three_chained_us, floor->two_burst_us, floor->dependent_launch ? "true" : "false");
+    }
+    out << ",\"runs\":" << runs
         << ",\"warmup_ms\":" << warmup_ms << ",\"cases\":[";
     for (size_t i = 0; i < results.size(); ++i) {
       const Result& r = results[i];

@@ -1,0 +1,124 @@
+#include "tools/bench/launch_floor.h"
+
+#include <cstdint>
+#include <cstdlib>
+
+#include "absl/strings/str_format.h"
+#include "src/base/status_macros.h"
+#include "src/jit/compiler.h"
+#include "tools/bench/device_timing.h"
+#include "tools/harness/decode_harness.h"
+
+namespace mlajit::bench {
+namespace {
+
+constexpr const char* kLaunchFloorSource = R"(
+extern "C" __global__ void mlajit_launch_floor(unsigned* launches) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(__HIPCC_RTC__)
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+  if (blockIdx.x == 0 && threadIdx.x == 0) *launches += 1;
+}
+)";
+
+constexpr unsigned kBlock = 128;  // the swap-AB decode's CTA
+constexpr int kBurstPairs = 200;
+
+}  // namespace
+
+const char* LaunchFloorKernelSource() { return kLaunchFloorSource; }
+
+absl::StatusOr<LaunchFloor> MeasureLaunchFloor(gpu::Backend* backend, int device, double warmup_ms,
+                                               int runs) {
+  MLAJIT_ASSIGN_OR_RETURN(gpu::DeviceProperties props, backend->GetDeviceProperties(device));
+  MLAJIT_ASSIGN_OR_RETURN(jit::Compiler * compiler, jit::CompilerForArch(props.arch));
+  jit::RenderedSource source;
+  source.template_name = "mlajit_launch_floor";
+  source.program_name = "mlajit_launch_floor.cu";
+  source.source = kLaunchFloorSource;
+  MLAJIT_ASSIGN_OR_RETURN(jit::CompiledBinary binary,
+                          compiler->Compile(source, compiler->Options(props.arch), props.arch));
+  const auto* code = reinterpret_cast<const uint8_t*>(binary.binary.data());
+  MLAJIT_ASSIGN_OR_RETURN(gpu::ModuleHandle module,
+                          backend->LoadModule(device, {code, binary.binary.size()}));
+  struct Unload {
+    gpu::Backend* b;
+    int device;
+    gpu::ModuleHandle m;
+    ~Unload() { (void)b->UnloadModule(device, m); }
+  } unload{backend, device, module};
+  MLAJIT_ASSIGN_OR_RETURN(gpu::FunctionHandle kernel,
+                          backend->GetFunction(module, "mlajit_launch_floor"));
+
+  MLAJIT_ASSIGN_OR_RETURN(harness::DeviceBuffer counter,
+                          harness::DeviceBuffer::Allocate(backend, device, sizeof(uint32_t)));
+  gpu::ScopedStream stream(backend, device);
+  MLAJIT_RETURN_IF_ERROR(stream.Create());
+  MLAJIT_RETURN_IF_ERROR(backend->MemsetD8(device, counter.ptr(), 0, 4, stream.get()));
+  gpu::DevicePtr counter_ptr = counter.ptr();
+  void* args[] = {&counter_ptr};
+
+  LaunchFloor f;
+  f.grid = 2 * props.sm_count;
+  // sm_90+ (the kernel's griddepcontrol); elsewhere the flag is ignored.
+  f.dependent_launch = props.vendor == gpu::Vendor::kNvidia && props.arch.rfind("sm_", 0) == 0 &&
+                       std::atoi(props.arch.c_str() + 3) >= 90;
+  uint64_t launches = 0;
+  auto launch = [&](unsigned grid, bool dependent) {
+    gpu::LaunchConfig config;
+    config.grid_x = grid;
+    config.block_x = kBlock;
+    config.programmatic_dependent = dependent && f.dependent_launch;
+    ++launches;
+    return backend->Launch(device, kernel, config, args, stream.get());
+  };
+  // A call of `kernels` launches; the first is not a dependent of the
+  // previous call (the events sit between them).
+  auto call = [&](unsigned grid, int kernels) {
+    return [&launch, grid, kernels](int) -> absl::Status {
+      for (int k = 0; k < kernels; ++k) MLAJIT_RETURN_IF_ERROR(launch(grid, k > 0));
+      return absl::OkStatus();
+    };
+  };
+  auto median_us = [&](const EnqueueCall& enqueue) -> absl::StatusOr<double> {
+    MLAJIT_RETURN_IF_ERROR(WarmUp(backend, device, stream.get(), enqueue, 20, warmup_ms).status());
+    MLAJIT_ASSIGN_OR_RETURN(double ms,
+                            MedianDeviceMs(backend, device, stream.get(), enqueue, runs));
+    return ms * 1e3;
+  };
+  const unsigned grid = static_cast<unsigned>(f.grid);
+  MLAJIT_ASSIGN_OR_RETURN(f.one_cta_us, median_us(call(1, 1)));
+  MLAJIT_ASSIGN_OR_RETURN(f.full_grid_us, median_us(call(grid, 1)));
+  MLAJIT_ASSIGN_OR_RETURN(f.two_chained_us, median_us(call(grid, 2)));
+  MLAJIT_ASSIGN_OR_RETURN(f.three_chained_us, median_us(call(grid, 3)));
+  // Back to back: every launch after the first a dependent, as consecutive
+  // decode calls run in an engine.
+  auto pairs = [&](int) -> absl::Status {
+    for (int k = 0; k < 2 * kBurstPairs; ++k) MLAJIT_RETURN_IF_ERROR(launch(grid, k > 0));
+    return absl::OkStatus();
+  };
+  MLAJIT_ASSIGN_OR_RETURN(double burst_us, median_us(pairs));
+  f.two_burst_us = burst_us / kBurstPairs;
+
+  uint32_t got = 0;
+  MLAJIT_RETURN_IF_ERROR(backend->MemcpyDtoH(device, &got, counter.ptr(), 4, stream.get()));
+  MLAJIT_RETURN_IF_ERROR(backend->StreamSynchronize(device, stream.get()));
+  if (got != static_cast<uint32_t>(launches)) {
+    return absl::InternalError(
+        absl::StrFormat("launch floor: the kernels counted %u launches of %u: some did not run",
+                        got, static_cast<uint32_t>(launches)));
+  }
+  return f;
+}
+
+std::string FormatLaunchFloor(const LaunchFloor& f) {
+  return absl::StrFormat(
+      "launch floor (empty kernels, event-timed medians): 1 CTA %.2f us, %d CTAs %.2f us, "
+      "2 chained %.2f us, 3 chained %.2f us; back to back %.2f us per pair (%s)",
+      f.one_cta_us, f.grid, f.full_grid_us, f.two_chained_us, f.three_chained_us, f.two_burst_us,
+      f.dependent_launch ? "chained kernels are programmatic dependents"
+                         : "no programmatic dependent launch");
+}
+
+}  // namespace mlajit::bench

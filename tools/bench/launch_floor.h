@@ -1,0 +1,43 @@
+// What a call's launch structure costs on this device with none of the
+// decode's work: empty kernels launched and timed the way the benchmark times
+// a case. It bounds from below what a decode call can take: a call is at
+// least one launch between two events (two with a split merge, one more for
+// a8's Q amax, each a programmatic dependent of the one before on sm_90+).
+//
+//   MLAJIT_ASSIGN_OR_RETURN(LaunchFloor f, MeasureLaunchFloor(backend, 0, 200.0, 300));
+//   std::printf("%s\n", FormatLaunchFloor(f).c_str());
+#ifndef MLAJIT_TOOLS_BENCH_LAUNCH_FLOOR_H_
+#define MLAJIT_TOOLS_BENCH_LAUNCH_FLOOR_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "src/gpu/backend.h"
+
+namespace mlajit::bench {
+
+struct LaunchFloor {
+  int grid = 0;                   // CTAs of the full-grid kernels (2 per SM, as the decode)
+  double one_cta_us = 0;          // median, one empty kernel of one CTA between events
+  double full_grid_us = 0;        // median, one empty kernel of `grid` CTAs
+  double two_chained_us = 0;      // median, two full-grid kernels, the second a dependent
+  double three_chained_us = 0;    // median, three (a8: Q amax, decode, merge)
+  double two_burst_us = 0;        // per pair, many pairs back to back between two events
+  bool dependent_launch = false;  // the chained kernels were programmatic dependents
+};
+
+// The empty kernel: on sm_90+ it waits for its predecessor and releases its
+// dependents as the decode kernels do (MlaGridDependencySync); its first
+// thread counts the launch, so that the host can check that every launch ran.
+const char* LaunchFloorKernelSource();
+
+// Each figure after `warmup_ms` of device time, the median of `runs` calls.
+absl::StatusOr<LaunchFloor> MeasureLaunchFloor(gpu::Backend* backend, int device, double warmup_ms,
+                                               int runs);
+
+// One line for the bench's report.
+std::string FormatLaunchFloor(const LaunchFloor& f);
+
+}  // namespace mlajit::bench
+
+#endif  // MLAJIT_TOOLS_BENCH_LAUNCH_FLOOR_H_
