@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "src/jit/compiler.h"
+#include "tools/bench/bench_kernel.h"
 
 namespace mlajit::bench {
 namespace {
@@ -52,12 +53,8 @@ void ExpectStreamReadCompiles(const std::string& arch) {
   if (!compiler.ok())
     GTEST_SKIP() << "no compiler for " << arch << ": " << compiler.status().message();
   if (!(*compiler)->CheckArch(arch).ok()) GTEST_SKIP() << (*compiler)->Name() << " lacks " << arch;
-  jit::RenderedSource source;
-  source.template_name = "mlajit_stream_read";
-  source.program_name = "mlajit_stream_read.cu";
-  source.source = StreamReadKernelSource();
   absl::StatusOr<jit::CompiledBinary> binary =
-      (*compiler)->Compile(source, (*compiler)->Options(arch), arch);
+      CompileBenchKernel("mlajit_stream_read", StreamReadKernelSource(), arch);
   ASSERT_TRUE(binary.ok()) << binary.status().message();
   EXPECT_NE(binary->binary.find("mlajit_stream_read"), std::string::npos);
 }

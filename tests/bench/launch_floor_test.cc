@@ -8,6 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "src/jit/compiler.h"
+#include "tools/bench/bench_kernel.h"
 
 namespace mlajit::bench {
 namespace {
@@ -20,14 +21,10 @@ void ExpectLaunchFloorKernelCompiles(const std::string& arch) {
     GTEST_SKIP() << "no compiler for " << arch << ": " << compiler.status().message();
   }
   if (!(*compiler)->CheckArch(arch).ok()) GTEST_SKIP() << (*compiler)->Name() << " lacks " << arch;
-  jit::RenderedSource source;
-  source.template_name = "mlajit_launch_floor";
-  source.program_name = "mlajit_launch_floor.cu";
-  source.source = LaunchFloorKernelSource();
   absl::StatusOr<jit::CompiledBinary> binary =
-      (*compiler)->Compile(source, (*compiler)->Options(arch), arch);
+      CompileBenchKernel("mlajit_launch_floor", LaunchFloorKernelSource(), arch);
   ASSERT_TRUE(binary.ok()) << binary.status();
-  EXPECT_FALSE(binary->binary.empty());
+  EXPECT_NE(binary->binary.find("mlajit_launch_floor"), std::string::npos);
 }
 
 TEST(LaunchFloorKernel, CompilesWithNvrtcForSm90a) { ExpectLaunchFloorKernelCompiles("sm_90a"); }

@@ -4,13 +4,14 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "src/base/status_macros.h"
-#include "src/jit/compiler.h"
+#include "tools/bench/bench_kernel.h"
 #include "tools/bench/device_timing.h"
 #include "tools/harness/decode_harness.h"
 
@@ -78,24 +79,10 @@ uint32_t ExpectedReadChecksum(uint64_t bytes, uint8_t fill, int passes) {
 
 absl::StatusOr<Ceiling> MeasureReadBandwidth(gpu::Backend* backend, int device, double warmup_ms) {
   MLAJIT_ASSIGN_OR_RETURN(gpu::DeviceProperties props, backend->GetDeviceProperties(device));
-  MLAJIT_ASSIGN_OR_RETURN(jit::Compiler * compiler, jit::CompilerForArch(props.arch));
-  jit::RenderedSource source;
-  source.template_name = "mlajit_stream_read";
-  source.program_name = "mlajit_stream_read.cu";
-  source.source = kStreamReadSource;
-  MLAJIT_ASSIGN_OR_RETURN(jit::CompiledBinary binary,
-                          compiler->Compile(source, compiler->Options(props.arch), props.arch));
-  const auto* code = reinterpret_cast<const uint8_t*>(binary.binary.data());
-  MLAJIT_ASSIGN_OR_RETURN(gpu::ModuleHandle module,
-                          backend->LoadModule(device, {code, binary.binary.size()}));
-  struct Unload {
-    gpu::Backend* b;
-    int device;
-    gpu::ModuleHandle m;
-    ~Unload() { (void)b->UnloadModule(device, m); }
-  } unload{backend, device, module};
-  MLAJIT_ASSIGN_OR_RETURN(gpu::FunctionHandle kernel,
-                          backend->GetFunction(module, "mlajit_stream_read"));
+  MLAJIT_ASSIGN_OR_RETURN(
+      std::unique_ptr<BenchKernel> read,
+      BenchKernel::Load(backend, device, "mlajit_stream_read", kStreamReadSource));
+  const gpu::FunctionHandle kernel = read->function();
 
   // A multiple of one grid-wide pass of 16-byte loads, so every thread takes
   // the unrolled loop the same number of times.

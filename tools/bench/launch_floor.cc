@@ -2,10 +2,11 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <memory>
 
 #include "absl/strings/str_format.h"
 #include "src/base/status_macros.h"
-#include "src/jit/compiler.h"
+#include "tools/bench/bench_kernel.h"
 #include "tools/bench/device_timing.h"
 #include "tools/harness/decode_harness.h"
 
@@ -32,24 +33,10 @@ const char* LaunchFloorKernelSource() { return kLaunchFloorSource; }
 absl::StatusOr<LaunchFloor> MeasureLaunchFloor(gpu::Backend* backend, int device, double warmup_ms,
                                                int runs) {
   MLAJIT_ASSIGN_OR_RETURN(gpu::DeviceProperties props, backend->GetDeviceProperties(device));
-  MLAJIT_ASSIGN_OR_RETURN(jit::Compiler * compiler, jit::CompilerForArch(props.arch));
-  jit::RenderedSource source;
-  source.template_name = "mlajit_launch_floor";
-  source.program_name = "mlajit_launch_floor.cu";
-  source.source = kLaunchFloorSource;
-  MLAJIT_ASSIGN_OR_RETURN(jit::CompiledBinary binary,
-                          compiler->Compile(source, compiler->Options(props.arch), props.arch));
-  const auto* code = reinterpret_cast<const uint8_t*>(binary.binary.data());
-  MLAJIT_ASSIGN_OR_RETURN(gpu::ModuleHandle module,
-                          backend->LoadModule(device, {code, binary.binary.size()}));
-  struct Unload {
-    gpu::Backend* b;
-    int device;
-    gpu::ModuleHandle m;
-    ~Unload() { (void)b->UnloadModule(device, m); }
-  } unload{backend, device, module};
-  MLAJIT_ASSIGN_OR_RETURN(gpu::FunctionHandle kernel,
-                          backend->GetFunction(module, "mlajit_launch_floor"));
+  MLAJIT_ASSIGN_OR_RETURN(
+      std::unique_ptr<BenchKernel> empty,
+      BenchKernel::Load(backend, device, "mlajit_launch_floor", kLaunchFloorSource));
+  const gpu::FunctionHandle kernel = empty->function();
 
   MLAJIT_ASSIGN_OR_RETURN(harness::DeviceBuffer counter,
                           harness::DeviceBuffer::Allocate(backend, device, sizeof(uint32_t)));
