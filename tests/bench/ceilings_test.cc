@@ -8,27 +8,32 @@
 #include <cmath>
 
 #include "src/jit/compiler.h"
+#include "src/reference/formats.h"
 #include "tools/bench/bench_kernel.h"
 
 namespace mlajit::bench {
 namespace {
 
+// The product check decodes its inputs and outputs with these.
+using reference::Bf16ToFloat;
+using reference::Fp8E4m3ToFloat;
+
 TEST(DecodeE4m3, NormalSubnormalAndNan) {
-  EXPECT_EQ(DecodeE4m3(0x38), 1.0f);  // exponent 7 = bias
-  EXPECT_EQ(DecodeE4m3(0xB8), -1.0f);
-  EXPECT_EQ(DecodeE4m3(0x3F), 1.875f);                // the largest magnitude the matmul inputs use
-  EXPECT_EQ(DecodeE4m3(0x7E), 448.0f);                // the format's largest finite value
-  EXPECT_EQ(DecodeE4m3(0x01), std::ldexp(1.0f, -9));  // smallest subnormal
-  EXPECT_EQ(DecodeE4m3(0x00), 0.0f);
-  EXPECT_TRUE(std::isnan(DecodeE4m3(0x7F)));
-  EXPECT_TRUE(std::isnan(DecodeE4m3(0xFF)));
+  EXPECT_EQ(Fp8E4m3ToFloat(0x38), 1.0f);  // exponent 7 = bias
+  EXPECT_EQ(Fp8E4m3ToFloat(0xB8), -1.0f);
+  EXPECT_EQ(Fp8E4m3ToFloat(0x3F), 1.875f);  // the largest magnitude the matmul inputs use
+  EXPECT_EQ(Fp8E4m3ToFloat(0x7E), 448.0f);  // the format's largest finite value
+  EXPECT_EQ(Fp8E4m3ToFloat(0x01), std::ldexp(1.0f, -9));  // smallest subnormal
+  EXPECT_EQ(Fp8E4m3ToFloat(0x00), 0.0f);
+  EXPECT_TRUE(std::isnan(Fp8E4m3ToFloat(0x7F)));
+  EXPECT_TRUE(std::isnan(Fp8E4m3ToFloat(0xFF)));
 }
 
 TEST(DecodeBf16, IsTheHighHalfOfAFloat) {
-  EXPECT_EQ(DecodeBf16(0x3F80), 1.0f);
-  EXPECT_EQ(DecodeBf16(0xC000), -2.0f);
-  EXPECT_EQ(DecodeBf16(0x3E00), 0.125f);
-  EXPECT_TRUE(std::isnan(DecodeBf16(0xFFFF)));  // the matmul's poison
+  EXPECT_EQ(Bf16ToFloat(0x3F80), 1.0f);
+  EXPECT_EQ(Bf16ToFloat(0xC000), -2.0f);
+  EXPECT_EQ(Bf16ToFloat(0x3E00), 0.125f);
+  EXPECT_TRUE(std::isnan(Bf16ToFloat(0xFFFF)));  // the matmul's poison
 }
 
 TEST(MatmulElementClose, AcceptsOutputRoundingRejectsWrongSums) {

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -148,21 +147,6 @@ Ceilings MeasureCeilings(gpu::Backend* backend, int device, double warmup_ms) {
   take("bf16 matmul rate", MeasureMatmulRate(backend, device, MatmulInputs::kBf16, warmup_ms),
        assumed.bf16, &c.bf16);
   return c;
-}
-
-float DecodeE4m3(uint8_t bits) {
-  const int sign = bits >> 7, exponent = (bits >> 3) & 0xF, mantissa = bits & 0x7;
-  if (exponent == 0xF && mantissa == 0x7) return std::nanf("");
-  const float magnitude = exponent == 0 ? std::ldexp(mantissa / 8.0f, -6)
-                                        : std::ldexp(1.0f + mantissa / 8.0f, exponent - 7);
-  return sign ? -magnitude : magnitude;
-}
-
-float DecodeBf16(uint16_t bits) {
-  const uint32_t word = uint32_t{bits} << 16;
-  float f;
-  std::memcpy(&f, &word, sizeof f);
-  return f;
 }
 
 bool MatmulElementClose(double got, double want, double abs_sum) {

@@ -55,10 +55,8 @@ absl::StatusOr<Ceiling> MeasureMatmulRate(gpu::Backend* backend, int device, Mat
 // All three, each falling back to its assumed value (the reason on stderr).
 Ceilings MeasureCeilings(gpu::Backend* backend, int device, double warmup_ms);
 
-// Host decoding of the matmul's input formats, and the check of one output
-// element, exposed for the CPU tests.
-float DecodeE4m3(uint8_t bits);
-float DecodeBf16(uint16_t bits);
+// The check of one output element, exposed for the CPU tests (the inputs
+// and outputs are decoded with reference::Fp8E4m3ToFloat and Bf16ToFloat).
 // |got - want| within bf16 output rounding plus fp32 accumulation-order error
 // of a dot product whose terms' magnitudes sum to `abs_sum`.
 bool MatmulElementClose(double got, double want, double abs_sum);

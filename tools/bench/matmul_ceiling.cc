@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "src/base/status_macros.h"
 #include "src/jit/dynamic_library.h"
+#include "src/reference/formats.h"
 #include "tools/bench/ceilings.h"
 #include "tools/bench/device_timing.h"
 #include "tools/harness/decode_harness.h"
@@ -117,10 +118,10 @@ std::vector<uint8_t> RandomMatrix(MatmulInputs inputs, size_t elements, uint32_t
 }
 
 float Element(MatmulInputs inputs, const std::vector<uint8_t>& m, size_t index) {
-  if (inputs == MatmulInputs::kFp8E4m3) return DecodeE4m3(m[index]);
+  if (inputs == MatmulInputs::kFp8E4m3) return reference::Fp8E4m3ToFloat(m[index]);
   uint16_t bits;
   std::memcpy(&bits, &m[2 * index], 2);
-  return DecodeBf16(bits);
+  return reference::Bf16ToFloat(bits);
 }
 
 }  // namespace
@@ -225,7 +226,7 @@ absl::StatusOr<Ceiling> MeasureMatmulRate(gpu::Backend* backend, int device, Mat
       want += term;
       abs_sum += std::abs(term);
     }
-    const double got = DecodeBf16(d[col * n + row]);
+    const double got = reference::Bf16ToFloat(d[col * n + row]);
     if (!MatmulElementClose(got, want, abs_sum)) {
       return absl::InternalError(absl::StrFormat(
           "cublasLt product check: D[%zu,%zu] = %g, host %g: the timed product is wrong", row, col,
