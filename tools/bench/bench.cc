@@ -147,11 +147,6 @@ struct Result {
   ClockSummary clocks;           // over the per-call timed runs (the median's window)
 };
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
 std::string CaseName(const BatchConfig& c) {
   return absl::StrFormat("(%d,%d,%d,%d) %s%s%s%s", c.batch_size, c.q_len, c.kv_len, c.num_heads,
                          std::string(KvFormatName(c.kv_format)),

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "src/base/status_macros.h"
@@ -33,6 +34,11 @@ class EventPair {
 };
 
 }  // namespace
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
 
 absl::StatusOr<int> WarmUp(gpu::Backend* backend, int device, gpu::StreamHandle stream,
                            const EnqueueCall& enqueue, int min_calls, double min_ms) {
@@ -82,8 +88,7 @@ absl::StatusOr<double> MedianDeviceMs(gpu::Backend* backend, int device, gpu::St
   for (gpu::EventHandle e : events) (void)backend->DestroyEvent(device, e);
   MLAJIT_RETURN_IF_ERROR(status);
   if (ms.empty()) return absl::InvalidArgumentError("MedianDeviceMs: runs must be positive");
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
+  return Median(std::move(ms));
 }
 
 }  // namespace mlajit::bench

@@ -13,6 +13,7 @@
 #define MLAJIT_TOOLS_BENCH_DEVICE_TIMING_H_
 
 #include <functional>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -27,6 +28,9 @@ using EnqueueCall = std::function<absl::Status(int i)>;
 // time has passed since the first; returns the number of calls made.
 absl::StatusOr<int> WarmUp(gpu::Backend* backend, int device, gpu::StreamHandle stream,
                            const EnqueueCall& enqueue, int min_calls, double min_ms);
+
+// The upper median of `v` (0 for none): what every timing of the bench reports.
+double Median(std::vector<double> v);
 
 // The median device time (ms) of `runs` calls of `enqueue` on `stream`, each
 // between its own pair of events.

@@ -8,17 +8,13 @@
 #include "absl/strings/str_cat.h"
 #include "src/base/mla_types.h"
 #include "src/base/status_macros.h"
+#include "tools/bench/device_timing.h"
 
 namespace mlajit::bench {
 namespace {
 
 using harness::DeviceBuffer;
 using harness::FromC;
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
 
 template <typename T>
 absl::StatusOr<DeviceBuffer> Upload(gpu::Backend* b, int dev, const std::vector<T>& v) {
