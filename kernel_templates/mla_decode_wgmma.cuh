@@ -57,9 +57,11 @@ namespace mla_wgmma {
 // record is fetched into `next_seq` once this item's Q is loaded, so that the
 // next item does not start with a dependent global round trip. MXFP4: `g`
 // counts the CTA's bf16 tile uses (mla_wgmma_mxfp4.cuh).
+// fp8 tiles by tensor copies: bit b of `tma_phase` is the parity of stage
+// b's next barrier phase (counted over the CTA's work items).
 MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, const MlaSeqInfo& s,
                             const Smem& sm, float q_scale, const MlaWorkItem& next,
-                            MlaSeqInfo& next_seq, int& g) {
+                            MlaSeqInfo& next_seq, int& g, u32& tma_phase) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int r = lane >> 2, quad = lane & 3;
   const int rows_total = s.q_len * NUM_HEADS;
@@ -91,11 +93,15 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
     for (int i = 0; i < N / 2; ++i) o[b][i] = 0.0f;
   }
 
+  if (KV_TMA) FenceProxyAsync();  // the epilogue's staged rows -> tensor copies
   SyncMma();  // the previous item is done with shared memory
+  u32 tma_tiles = 0;  // bit b: stage b's tile comes by tensor copies
   if (num_tiles > 0) {
 #pragma unroll
     for (int st = 0; st < STAGES - 1; ++st) {
-      if (!MX && st < num_tiles) IssueKvTile(p, s, kv_lo + st * TILE, kv_hi, st, sm);
+      if (!MX && st < num_tiles && IssueKvTile(p, s, kv_lo + st * TILE, kv_hi, st, sm)) {
+        tma_tiles |= 1u << st;
+      }
       CpAsyncCommit();
     }
     score_scale *= LoadQ(p, s, item.row_start, sm, q_scale);
@@ -111,12 +117,20 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
       MbarWait(&sm.full[buf], MxParity(g));  // converted by a converting warpgroup
     } else {
       CpAsyncWait<STAGES - 2>();
+      if (KV_TMA && (tma_tiles >> buf & 1u) != 0) {
+        MbarWait(&sm.full[buf], tma_phase >> buf & 1u);
+        tma_phase ^= 1u << buf;
+      }
     }
-    FenceProxyAsync();  // Q^T (first tile) / P^T stores -> wgmma reads
-    SyncMma();          // tile t landed everywhere; everyone is done with tile t-1
+    // Q^T (first tile) / P^T stores -> wgmma reads; a partial tile's cp.async
+    // and P^T -> the tensor copies issued next into the stage of tile t - 1.
+    FenceProxyAsync();
+    SyncMma();  // tile t landed everywhere; everyone is done with tile t-1
     if (!MX) {
       if (t + STAGES - 1 < num_tiles) {
-        IssueKvTile(p, s, kv_lo + (t + STAGES - 1) * TILE, kv_hi, (t + STAGES - 1) % STAGES, sm);
+        const int nb = (t + STAGES - 1) % STAGES;
+        const bool tma = IssueKvTile(p, s, kv_lo + (t + STAGES - 1) * TILE, kv_hi, nb, sm);
+        tma_tiles = (tma_tiles & ~(1u << nb)) | (static_cast<u32>(tma) << nb);
       }
       CpAsyncCommit();
     }
@@ -367,11 +381,23 @@ MLA_INLINE void DecodeCta(const MlaDecodeParams& p) {
     }
     if (MX_CONVERTERS == 2) SetMaxRegisters<MX_PRODUCT_REGISTERS, true>();
   }
+  if (KV_TMA) {
+    if (threadIdx.x == 0) {
+      for (int b = 0; b < STAGES; ++b) MbarInit(&sm.full[b], 1);
+      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+      if (p.kv_map_rows > 0) {
+        PrefetchTensorMap(&p.kv_maps[0]);
+        PrefetchTensorMap(&p.kv_maps[1]);
+      }
+    }
+    // (the first item's barrier orders the initialisation before any use)
+  }
   const float q_scale = Q_MODE == Q_MODE_FP8 ? QScaleFromAmax(*p.q_amax) : 1.0f;
   int g = 0;
+  u32 tma_phase = 0;
   ForEachWorkItem(p, [&](const MlaWorkItem& item, const MlaSeqInfo& seq, const MlaWorkItem& next,
                          MlaSeqInfo& next_seq) {
-    ProcessItem(p, item, seq, sm, q_scale, next, next_seq, g);
+    ProcessItem(p, item, seq, sm, q_scale, next, next_seq, g, tma_phase);
   });
 }
 

@@ -18,11 +18,13 @@
 //     k-step from the tile as stored and converts them to f16 on the way
 //     (mla_wgmma_layout.h, MlaRowsWsVOffset), so nothing converted is ever
 //     written to shared memory. They also copy the tiles into a ring of
-//     STAGES stages (cp.async): tile t + STAGES after P V of tile t. (Two
+//     STAGES stages (tensor copies, mla_wgmma_tma.cuh, or cp.async for
+//     part tiles): tile t + STAGES after P V of tile t. (Two
 //     stages measured about 15 % slower than three; asking L2 for tiles
 //     further ahead as well, slower too: RESULTS.md v22.)
-// mbarriers hand tiles and P over: kfull[stage] (a tile landed: each copying
-// thread arrives on it through cp.async once its copies land, so the
+// mbarriers hand tiles and P over: kfull[stage] (a tile landed: each
+// accumulating thread arrives on it, through cp.async once its copies land or
+// at once beside thread 0's tensor copies, which count their bytes, so the
 // scorer's next S waits for the data only, not for the accumulators'
 // progress; the scorer fences the tile for its wgmma reads), pfull[b] (P of
 // a tile written), pempty[b] (P V of a tile done).
@@ -40,10 +42,12 @@
 #include "mla_wgmma_rows_common.cuh"
 #include "mla_wgmma_rows_layout.h"
 #include "mla_wgmma_ss.cuh"
+#include "mla_wgmma_tma.cuh"
 
 namespace mla_wgmma_rows_ws {
 
 using mla_wgmma::Commit;
+using mla_wgmma::CopyKvTileTma;
 using mla_wgmma::CpAsyncArriveOnLanding;
 using mla_wgmma::Desc;
 using mla_wgmma::Fence;
@@ -56,6 +60,7 @@ using mla_wgmma::MbarWait;
 using mla_wgmma::PinAccumulators;
 using mla_wgmma::SetMaxRegisters;
 using mla_wgmma::SoftmaxRowsToP;
+using mla_wgmma::TmaTile;
 using mla_wgmma::Wait;
 using mla_wgmma_ss::RsM64N64K16;
 using mla_wgmma_ss::SsE4m3;
@@ -163,6 +168,25 @@ MLA_INLINE void CopyTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0, 
       }
     }
   }
+}
+
+// Tile j0 into `stage`, each accumulating thread arriving once on `bar`: by
+// tensor copies where TmaTile allows (thread 0 issues them and arms `bar` for
+// their bytes, the others arrive at once), else by CopyTile's cp.async, each
+// thread arriving as its copies land.
+MLA_INLINE void IssueTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0, int kv_hi,
+                          u8* stage, u64* bar, int c) {
+  int slot = 0;
+  if (TmaTile(p, s, j0, kv_hi, slot)) {
+    if (c == 0) {
+      CopyKvTileTma(p, slot, stage, bar);
+    } else {
+      MbarArrive(bar);
+    }
+    return;
+  }
+  CopyTile(p, s, j0, kv_hi, stage, c);
+  CpAsyncArriveOnLanding(bar);
 }
 
 // Q rows [row_start, row_start + 64) -> the Q operand(s), by the accumulating
@@ -379,11 +403,13 @@ MLA_INLINE void AccumulateItem(const MlaDecodeParams& p, const MlaSeqInfo& s, co
     }
     // Every thread of both warpgroups has read its codes of tile g, and S of
     // it is done (P was written after it): the stage takes tile g + STAGES.
+    // (The fence: this thread's cp.async writes of tile g, which it waited
+    // for, come before tensor copies into the stage.)
+    if (mla_wgmma::KV_TMA) FenceProxyAsync();
     SyncAccumulators();
     if (t + STAGES < n) {
-      CopyTile(p, s, range.kv_lo + (t + STAGES) * TILE, range.kv_hi,
-               sm.kv + StageOf(g) * STAGE_BYTES, c);
-      CpAsyncArriveOnLanding(&sm.kfull[StageOf(g)]);
+      IssueTile(p, s, range.kv_lo + (t + STAGES) * TILE, range.kv_hi,
+                sm.kv + StageOf(g) * STAGE_BYTES, &sm.kfull[StageOf(g)], c);
     }
     Wait<0>();
 #pragma unroll
@@ -442,8 +468,8 @@ MLA_INLINE void AccumulatorItem(const MlaDecodeParams& p, const MlaWorkItem& ite
 #pragma unroll
   for (int t = 0; t < STAGES; ++t) {
     if (t < n) {
-      CopyTile(p, s, range.kv_lo + t * TILE, range.kv_hi, sm.kv + StageOf(g + t) * STAGE_BYTES, c);
-      CpAsyncArriveOnLanding(&sm.kfull[StageOf(g + t)]);
+      IssueTile(p, s, range.kv_lo + t * TILE, range.kv_hi, sm.kv + StageOf(g + t) * STAGE_BYTES,
+                &sm.kfull[StageOf(g + t)], c);
     }
   }
   if (n > 0) {
@@ -503,6 +529,10 @@ MLA_INLINE void DecodeCta(const MlaDecodeParams& p) {
       MbarInit(&sm.pempty[b], ACC_THREADS);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    if (mla_wgmma::KV_TMA && p.kv_map_rows > 0) {
+      mla_wgmma::PrefetchTensorMap(&p.kv_maps[0]);
+      mla_wgmma::PrefetchTensorMap(&p.kv_maps[1]);
+    }
   }
   __syncthreads();
   const float q_scale = Q_MODE == Q_MODE_FP8 ? QScaleFromAmax(*p.q_amax) : 1.0f;

@@ -1,7 +1,8 @@
 // Launch parameters and scheduling metadata of the MLA decode kernels, shared
 // by the host (src/plan, src/api) and the device code. Plain C++ with no
 // includes, so that NVRTC, hiprtc and the host compiler all accept it; every
-// field is 4 or 8 bytes so host and device agree on the layout.
+// field is 4 or 8 bytes, or (tensor maps) 128 bytes aligned to 128, so host and
+// device agree on the layout.
 //
 // Host side:  MlaDecodeParams p{}; p.q = q; ...; void* args[] = {&p}; Launch(...)
 // Device:     extern "C" __global__ void mla_decode_kernel(const MlaDecodeParams p)
@@ -37,6 +38,13 @@ struct MlaCombineItem {
   int num_splits;
 };
 
+// A CUDA tensor map (CUtensorMap's size and alignment): encoded by the host
+// (gpu::Backend::EncodeTensorMap2D), read by the kernel's tensor copies
+// straight from its parameters.
+struct alignas(128) MlaTensorMap {
+  unsigned long long opaque[16];
+};
+
 struct MlaDecodeParams {
   const void* q;             // [total_q, H, 576] bf16
   const void* kv;            // [slots, token_bytes]
@@ -60,6 +68,14 @@ struct MlaDecodeParams {
   // order; the merge reads its item count and the a8 amax its extent from here
   // (num_combine and q_elements are then capacities). Null for host plans.
   const int* plan_counters;
+  // fp8 KV on the sm_90a paths of MlaKvTensorMapsEligible: kv as a
+  // matrix of kv_map_rows rows (slots) of 576 bytes, in two maps with boxes
+  // of 64 rows: [0] 128 bytes with the 128-byte swizzle (the four blocks of
+  // 128 latent codes), [1] 64 bytes with the 64-byte swizzle (the rope
+  // codes), the stage layout of mla_wgmma_layout.h. kv_map_rows = 0: no
+  // maps, every tile is copied by cp.async.
+  int kv_map_rows;
+  MlaTensorMap kv_maps[2];
 };
 
 // Slots of MlaDecodeParams::plan_counters / MlaPlanParams::counters.
@@ -147,6 +163,21 @@ MLA_HOST_DEVICE constexpr bool MlaWgmmaRowsWsEligible(int kv_format, int block_m
                                                       int num_warps) {
   return kv_format == 1 && block_m == 64 && block_n == 64 && num_warps == 12;
 }
+// Whether the kernel copies whole fp8 tiles with tensor maps (TMA: five
+// copies into the stage layout both fp8 paths above share, completing on an
+// mbarrier) instead of 2304 cp.async: the swap-AB and warp-specialised paths
+// with fp8 KV, flat or in pages of a multiple of 64 tokens, so that a tile
+// of 64 tokens starting on a multiple of 64 is 64 consecutive slots. The host
+// encodes MlaDecodeParams::kv_maps for such kernels; the kernel checks each
+// tile (whole, consecutive slots, inside kv_map_rows) and copies the others,
+// such as an item's last part tile, by cp.async.
+MLA_HOST_DEVICE constexpr bool MlaKvTensorMapsEligible(int kv_format, int block_m, int block_n,
+                                                       int num_warps, int page_size) {
+  return kv_format == 1 &&
+         (MlaWgmmaEligible(kv_format, block_m, block_n, num_warps) ||
+          MlaWgmmaRowsWsEligible(kv_format, block_m, block_n, num_warps)) &&
+         (page_size == 0 || page_size % 64 == 0);
+}
 // Its dynamic shared memory: `stages` fp8 tiles as stored (36 KB each), Q as
 // two e4m3 operands (64 x 576 each; a8 uses one), two P buffers (64 x 64
 // f16), three rows of 64 floats (two of rescale factors, one of sums) and
@@ -173,12 +204,13 @@ MLA_HOST_DEVICE constexpr int MlaWgmmaTokenStride(int kv_format) {
 
 // Dynamic shared memory of the wgmma path: Q^T (block_m x 576 16-bit), the KV
 // stages (MXFP4: two bf16 tiles and the stages as stored), P^T (block_m x 64
-// 16-bit), 4 x block_m floats of row statistics and (MXFP4) four mbarriers.
+// 16-bit), 4 x block_m floats of row statistics and four mbarriers (MXFP4)
+// or one per stage (fp8: tensor-map copies).
 MLA_HOST_DEVICE constexpr int MlaWgmmaSmemBytes(int kv_format, int block_m, int stages) {
   return block_m * 576 * 2 +
          (kv_format == 2 ? 2 * 64 * MlaWgmmaTokenStride(2) + stages * 64 * MlaRawTokenStride(2) + 32
                          : stages * 64 * MlaWgmmaTokenStride(kv_format)) +
-         block_m * 64 * 2 + 4 * block_m * 4;
+         block_m * 64 * 2 + 4 * block_m * 4 + (kv_format == 1 ? stages * 8 : 0);
 }
 
 // Dynamic shared memory of the portable path (mla_decode_portable.cuh).

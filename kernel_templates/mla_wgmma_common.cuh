@@ -57,6 +57,9 @@ constexpr int NS = Q_SPLIT ? 2 * N : N;     // fp8: the wgmma N of S
 constexpr int K8_STEPS = HEAD_DIM_QK / 32;  // fp8: k32 steps of S
 constexpr int Q8_STEP_BYTES = NS * 32;      // fp8: one k32 step of Q^T
 constexpr float Q_LO_WEIGHT = 1.0f / 16.0f;
+// fp8 tiles copied whole by tensor maps where the host encoded them
+// (MlaKvTensorMapsEligible; mla_wgmma_tma.cuh).
+constexpr bool KV_TMA = MlaKvTensorMapsEligible(KV_FORMAT, BLOCK_M, BLOCK_N, NUM_WARPS, PAGE_SIZE);
 // Floats per row of the epilogue's staged output (in the KV stages): 512 and
 // 4 more, so that the rows' 16-byte writes spread over the banks.
 constexpr int EPILOGUE_STRIDE = HEAD_DIM_V + 4;
@@ -76,7 +79,8 @@ struct Smem {
   u8* mx;      // MXFP4: [STAGES][MX_STAGE_BYTES] tiles as stored
   u8* p;       // [TILE/16][N/8][2][8][8] f16/bf16: P^T in core matrices
   float* red;  // [4][N] per-warp row maxima / sums
-  u64* full;   // MXFP4: [2] bf16 tile b converted (or, for an epilogue, free)
+  u64* full;   // MXFP4: [2] bf16 tile b converted (or, for an epilogue, free);
+               // fp8: [STAGES] stage b's tensor-map copies landed
   u64* empty;  // MXFP4: [2] bf16 tile b read
 };
 

@@ -7,6 +7,7 @@
 
 #include "mla_mxfp4_lut.h"  // MlaPrmt
 #include "mla_wgmma_common.cuh"
+#include "mla_wgmma_tma.cuh"
 
 namespace mla_wgmma {
 
@@ -161,13 +162,22 @@ MLA_INLINE void CopyKvTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0
     }
   }
 }
-MLA_INLINE void IssueKvTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0, int kv_hi,
+// Starts copying tile j0 into stage `buf`; returns whether it went by tensor
+// copies (then stage `buf`'s barrier completes when it lands, else this
+// thread's next cp.async commit group holds its share).
+MLA_INLINE bool IssueKvTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0, int kv_hi,
                             int buf, const Smem& sm) {
+  int slot = 0;
+  if (TmaTile(p, s, j0, kv_hi, slot)) {
+    if (threadIdx.x == 0) CopyKvTileTma(p, slot, sm.raw + buf * STAGE_BYTES, &sm.full[buf]);
+    return true;
+  }
   if (j0 + TILE <= kv_hi) {
     CopyKvTile<true>(p, s, j0, kv_hi, buf, sm);
   } else {
     CopyKvTile<false>(p, s, j0, kv_hi, buf, sm);
   }
+  return false;
 }
 
 // ---- A fragments from the raw tile ----------------------------------------

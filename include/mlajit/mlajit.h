@@ -288,8 +288,10 @@ MLAJIT_API void mlajit_plan_free(mlajit_plan_t plan);
 
 /* What a plan runs, for logs and debugging: {"kernel":"mla_decode_h16_..._sm_90a",
  * "block_m":16,"block_n":64,"num_warps":4,"num_stages":2,"num_ctas":264,
- * "min_split_cost":64,"tuned":false} ("tuned": the shape came from a tuning
- * record, see mlajit_tune). Release with mlajit_free. */
+ * "min_split_cost":64,"tuned":false,"kv_tensor_maps":true} ("tuned": the shape
+ * came from a tuning record, see mlajit_tune; "kv_tensor_maps": fp8 tiles are
+ * copied by tensor maps, which MLAJIT_KV_TMA=0 turns off). Release with
+ * mlajit_free. */
 MLAJIT_API mlajit_status_t mlajit_plan_describe_json(mlajit_plan_t plan, char** json);
 
 /* ---- device-built plans (CUDA graphs) --------------------------------------

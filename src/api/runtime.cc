@@ -71,6 +71,19 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const mlajit_runtime_op
                absl::StartsWith(rt->props_.arch, "sm_") && absl::SimpleAtoi(digits, &sm) &&
                sm >= 90;
   }
+  {
+    // Tensor-map copies of fp8 tiles (sm_90a swap-AB kernels); MLAJIT_KV_TMA=0
+    // keeps every copy on cp.async, for comparison.
+    const char* env = std::getenv("MLAJIT_KV_TMA");
+    const bool off = env != nullptr && std::string(env) == "0";
+    if (!off && rt->props_.vendor == gpu::Vendor::kNvidia) {
+      gpu::Backend* backend = rt->backend_;
+      rt->kv_tensor_maps_ = std::make_unique<plan::KvTensorMaps>(
+          [backend](const gpu::TensorMap2D& m, void* out) {
+            return backend->EncodeTensorMap2D(m, out);
+          });
+    }
+  }
   MLAJIT_ASSIGN_OR_RETURN(cache::CacheOptions cache_options, ResolveCacheOptions(options->cache, "mlajit_runtime_create"));
   MLAJIT_ASSIGN_OR_RETURN(rt->compiler_, jit::KernelCompiler::Shared(cache_options));
   {
@@ -120,6 +133,9 @@ absl::StatusOr<const LoadedKernel*> Runtime::GetKernel(const jit::KernelSpec& sp
   k->spec = spec;
   k->threads = spec.num_warps * 32;
   k->smem_bytes = smem_bytes;
+  k->kv_tensor_maps = kv_tensor_maps_ != nullptr &&
+                      plan::CopiesKvByTensorMaps(spec.arch, spec.kv_format, spec.block_m,
+                                                 spec.block_n, spec.num_warps, spec.page_size);
   const auto* bytes = reinterpret_cast<const uint8_t*>(entry->payload.data());
   MLAJIT_ASSIGN_OR_RETURN(k->module,
                           backend_->LoadModule(device_, {bytes, entry->payload.size()}));
@@ -283,7 +299,8 @@ std::string Plan::DescribeJson() const {
                       ",\"num_stages\":", s.num_stages,
                       ",\"num_ctas\":", schedule_config_.num_ctas,
                       ",\"min_split_cost\":", schedule_config_.min_cost_per_cta,
-                      ",\"tuned\":", tuned_ ? "true" : "false", "}");
+                      ",\"tuned\":", tuned_ ? "true" : "false",
+                      ",\"kv_tensor_maps\":", kernel_->kv_tensor_maps ? "true" : "false", "}");
 }
 
 absl::StatusOr<HostLayout> CheckHostLayout(const mlajit_plan_config_t* config, int batch_size,
@@ -434,6 +451,7 @@ absl::Status Plan::Decode(const mlajit_decode_args_t* a, void* stream) const {
   device_plan_->FillParams(&p);
   p.sm_scale = config_.sm_scale;
   p.kv_scale = config_.kv_format == MLAJIT_KV_FORMAT_FP8_E4M3 ? a->kv_scale : 1.0f;
+  if (kernel_->kv_tensor_maps) runtime_->kv_tensor_maps()->Fill(a->kv, &p);
   // Device-planned: a capacity; the kernels read the real count from plan_counters.
   p.q_elements = static_cast<long long>(total_q) * config_.num_heads * kHeadDimQk;
   void* params[] = {&p};

@@ -26,6 +26,7 @@
 #include "src/jit/kernel_compiler.h"
 #include "src/jit/kernel_spec.h"
 #include "src/plan/device_plan.h"
+#include "src/plan/kv_tensor_maps.h"
 #include "src/plan/scheduler.h"
 #include "src/plan/tile_policy.h"
 #include "src/tune/tuning_table.h"
@@ -38,6 +39,9 @@ struct LoadedKernel {
   gpu::FunctionHandle decode = 0, combine = 0, q_amax = 0, planner = 0;
   int threads = 256;
   int smem_bytes = 0;
+  // The decode kernel copies fp8 tiles with tensor maps the host encodes per
+  // call (plan::CopiesKvByTensorMaps), and this runtime encodes them.
+  bool kv_tensor_maps = false;
 };
 
 // A host-built plan's batch layout, checked as mlajit_plan_create checks it
@@ -97,6 +101,10 @@ class Runtime {
   // Launch our kernels as programmatic dependents (sm_90+; MLAJIT_PDL=0 turns
   // it off): each may be scheduled while its predecessor on the stream drains.
   bool programmatic_dependent_launch() const { return pdl_; }
+  // The KV tensor maps of a call (LoadedKernel::kv_tensor_maps), cached per
+  // buffer; null when this runtime does not encode them (not CUDA, or
+  // MLAJIT_KV_TMA=0, which makes every tile copy by cp.async).
+  plan::KvTensorMaps* kv_tensor_maps() const { return kv_tensor_maps_.get(); }
 
  private:
   Runtime() = default;
@@ -105,6 +113,7 @@ class Runtime {
   int device_ = 0;
   gpu::DeviceProperties props_;
   bool pdl_ = false;
+  std::unique_ptr<plan::KvTensorMaps> kv_tensor_maps_;
   bool use_tuning_ = true;
   std::unique_ptr<tune::TuningTable> tuning_;
   std::string tuning_dir_;

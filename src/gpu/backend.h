@@ -59,6 +59,25 @@ struct LaunchConfig {
   bool programmatic_dependent = false;
 };
 
+// A two-dimensional tensor map over a matrix of bytes (CUDA's tensor memory
+// accelerator: a kernel copies `box` sub-matrices of it into shared memory
+// with one instruction). Rows are `row_stride` bytes apart; a box is
+// box_cols bytes of box_rows consecutive rows, written to shared memory with
+// the given swizzle (0: none, or 32, 64 or 128 bytes; the box's row must then
+// be at most that wide). Rows at or past `rows` read as zeros.
+struct TensorMap2D {
+  const void* base = nullptr;  // 16-byte aligned
+  uint64_t cols = 0;           // bytes per row
+  uint64_t rows = 0;
+  uint64_t row_stride = 0;     // a multiple of 16
+  uint32_t box_cols = 0;       // 1..256, a multiple of 16
+  uint32_t box_rows = 0;       // 1..256
+  int swizzle = 0;
+};
+// The encoded map: 128 opaque bytes that a kernel takes as a parameter
+// (CUtensorMap's size and alignment).
+constexpr size_t kTensorMapBytes = 128;
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -140,6 +159,16 @@ class Backend {
   // graph=0 -> kInvalidArgument. CUDA lets replays still in flight finish and
   // frees the graph after; HIP promises nothing, so synchronize first.
   virtual absl::Status DestroyGraph(int device, GraphHandle graph) = 0;
+
+  // Encodes `map` into `out` (kTensorMapBytes, 128-byte aligned). Host only: no
+  // device or stream is touched. kUnimplemented where the backend or driver
+  // has no tensor maps (HIP, CUDA drivers before 12.0), kInvalidArgument for
+  // a map the hardware cannot describe.
+  virtual absl::Status EncodeTensorMap2D(const TensorMap2D& map, void* out) {
+    (void)map;
+    (void)out;
+    return absl::UnimplementedError("tensor maps are not supported by this backend");
+  }
 };
 
 // Restores the calling thread's device binding on scope exit.

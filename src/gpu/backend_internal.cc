@@ -23,6 +23,41 @@ std::string NormalizeGfxArch(absl::string_view gcn_arch_name) {
   return std::string(arch);
 }
 
+absl::Status ValidateTensorMap2D(const TensorMap2D& map) {
+  auto invalid = [](absl::string_view field, auto value, absl::string_view expected) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor map ", field, "=", value, ": ", expected));
+  };
+  const auto base = reinterpret_cast<uintptr_t>(map.base);
+  if (base == 0 || base % 16 != 0) {
+    return invalid("base", absl::StrCat("0x", absl::Hex(base)),
+                   "must be non-null and 16-byte aligned");
+  }
+  constexpr uint64_t kMaxDim = uint64_t{1} << 32;
+  if (map.cols < 1 || map.cols > kMaxDim) return invalid("cols", map.cols, "must be in 1..2^32");
+  if (map.rows < 1 || map.rows > kMaxDim) return invalid("rows", map.rows, "must be in 1..2^32");
+  if (map.row_stride % 16 != 0 || map.row_stride < map.cols ||
+      map.row_stride >= (uint64_t{1} << 40)) {
+    return invalid("row_stride", map.row_stride,
+                   absl::StrCat("must be a multiple of 16, at least cols (", map.cols,
+                                ") and below 2^40"));
+  }
+  if (map.box_rows < 1 || map.box_rows > 256) {
+    return invalid("box_rows", map.box_rows, "must be in 1..256");
+  }
+  if (map.box_cols < 16 || map.box_cols > 256 || map.box_cols % 16 != 0) {
+    return invalid("box_cols", map.box_cols, "must be a multiple of 16 in 16..256");
+  }
+  if (map.swizzle != 0 && map.swizzle != 32 && map.swizzle != 64 && map.swizzle != 128) {
+    return invalid("swizzle", map.swizzle, "must be 0, 32, 64 or 128");
+  }
+  if (map.swizzle != 0 && map.box_cols > static_cast<uint32_t>(map.swizzle)) {
+    return invalid("box_cols", map.box_cols,
+                   absl::StrCat("must be at most the swizzle span (", map.swizzle, " bytes)"));
+  }
+  return absl::OkStatus();
+}
+
 // Values from cuda.h (CUresult); cuda_backend.cc static_asserts that they match.
 absl::StatusCode CudaResultCode(int result) {
   switch (result) {

@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "src/gpu/backend.h"
 
 namespace mlajit::gpu::gpu_internal {
 
@@ -37,6 +38,10 @@ absl::StatusCode HipResultCode(int result);
 // function and its arguments, e.g. "cuMemAlloc(bytes=64) on device 0".
 absl::Status DriverCallError(absl::StatusCode code, absl::string_view call,
                              absl::string_view error_name, absl::string_view error_string);
+
+// kInvalidArgument naming the field when `map` is outside what a tensor map
+// can describe (TensorMap2D's comments; CUDA's cuTensorMapEncodeTiled limits).
+absl::Status ValidateTensorMap2D(const TensorMap2D& map);
 
 // dlopens the first library in `names` that loads (RTLD_NOW | RTLD_LOCAL).
 // Returns nullptr and sets `*why` to every name with its dlerror() otherwise.

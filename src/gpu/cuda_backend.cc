@@ -101,6 +101,8 @@ bool CudaDriverApi::Load(std::string* why) {
 #define MLAJIT_CUDA_RESOLVE_(name) resolve(MLAJIT_CUDA_SYMBOL_NAME(name), &name);
   MLAJIT_CUDA_DRIVER_FUNCTIONS(MLAJIT_CUDA_RESOLVE_)
 #undef MLAJIT_CUDA_RESOLVE_
+  cuTensorMapEncodeTiled = reinterpret_cast<decltype(cuTensorMapEncodeTiled)>(
+      dlsym(library, MLAJIT_CUDA_SYMBOL_NAME(cuTensorMapEncodeTiled)));
   if (!missing.empty()) {
     *why = absl::StrCat("libcuda.so.1 lacks driver entry points: ", missing,
                         " (driver too old for this build?)");
@@ -557,6 +559,39 @@ class CudaBackend final : public Backend {
     if (r != CUDA_SUCCESS) {
       return Error(r, absl::StrCat("cuGraphExecDestroy(graph=0x", absl::Hex(graph),
                                    ") on device ", device));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status EncodeTensorMap2D(const TensorMap2D& map, void* out) override {
+    static_assert(sizeof(CUtensorMap) == kTensorMapBytes && alignof(CUtensorMap) <= 128);
+    MLAJIT_RETURN_IF_ERROR(ValidateTensorMap2D(map));
+    if (reinterpret_cast<uintptr_t>(out) % alignof(CUtensorMap) != 0) {
+      return absl::InvalidArgumentError("EncodeTensorMap2D: out must be aligned like CUtensorMap");
+    }
+    if (api_.cuTensorMapEncodeTiled == nullptr) {
+      return absl::UnimplementedError(
+          "tensor maps: this driver lacks cuTensorMapEncodeTiled (needs a CUDA 12.0 driver)");
+    }
+    const cuuint64_t dims[2] = {map.cols, map.rows};
+    const cuuint64_t strides[1] = {map.row_stride};
+    const cuuint32_t box[2] = {map.box_cols, map.box_rows};
+    const cuuint32_t element_strides[2] = {1, 1};
+    const CUtensorMapSwizzle swizzle = map.swizzle == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
+                                       : map.swizzle == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+                                       : map.swizzle == 32 ? CU_TENSOR_MAP_SWIZZLE_32B
+                                                           : CU_TENSOR_MAP_SWIZZLE_NONE;
+    // Out-of-bounds rows fill with zeros (FLOAT_OOB_FILL_NONE); L2 lines of
+    // 128 bytes, as the cp.async copies it replaces hint.
+    CUresult r = api_.cuTensorMapEncodeTiled(
+        static_cast<CUtensorMap*>(out), CU_TENSOR_MAP_DATA_TYPE_UINT8, 2,
+        const_cast<void*>(map.base), dims, strides, box, element_strides,
+        CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) {
+      return Error(r, absl::StrCat("cuTensorMapEncodeTiled(cols=", map.cols, " rows=", map.rows,
+                                   " box=", map.box_cols, "x", map.box_rows,
+                                   " swizzle=", map.swizzle, ")"));
     }
     return absl::OkStatus();
   }

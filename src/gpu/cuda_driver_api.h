@@ -77,6 +77,9 @@ struct CudaDriverApi {
   MLAJIT_CUDA_DRIVER_FUNCTIONS(MLAJIT_CUDA_DECLARE_)
 #undef MLAJIT_CUDA_DECLARE_
 
+  // Optional (null when the driver lacks it): tensor maps, CUDA 12.0 drivers on.
+  decltype(&::cuTensorMapEncodeTiled) cuTensorMapEncodeTiled = nullptr;
+
   // dlopens libcuda.so.1 and resolves every entry point. On failure returns
   // false with the reason in `*why`; the object is then unusable.
   bool Load(std::string* why);

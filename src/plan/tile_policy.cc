@@ -50,6 +50,12 @@ bool RunsWgmmaPath(const std::string& arch, KvFormat kv_format, int block_m, int
          MlaWgmmaEligible(static_cast<int>(kv_format), block_m, block_n, num_warps);
 }
 
+bool CopiesKvByTensorMaps(const std::string& arch, KvFormat kv_format, int block_m, int block_n,
+                          int num_warps, int page_size) {
+  return arch == "sm_90a" && MlaKvTensorMapsEligible(static_cast<int>(kv_format), block_m,
+                                                     block_n, num_warps, page_size);
+}
+
 bool RunsWgmmaRowsPath(const std::string& arch, KvFormat kv_format, int block_m, int block_n,
                        int num_warps) {
   return arch == "sm_90a" &&

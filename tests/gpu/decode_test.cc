@@ -1,8 +1,8 @@
 // GPU decode against the CPU reference on fresh random inputs, outputs poisoned
 // first: every KV format x Q mode, head counts, q_len and causality, 64-row
-// tiles, batch sizes, skewed and empty sequences, paged layouts, repeated
-// calls, changing layouts, concurrent threads. Skips with a reason when no GPU
-// is present.
+// tiles, fp8 tiles by tensor maps and by cp.async, batch sizes, skewed and
+// empty sequences, paged layouts, repeated calls, changing layouts, concurrent
+// threads. Skips with a reason when no GPU is present.
 #include <cmath>
 #include <memory>
 #include <string>
@@ -274,6 +274,47 @@ TEST_F(GpuDecodeTest, Fp8SixtyFourRowTilesEveryPageSizeAndQMode) {
         if (OnHopper(*harness_)) {
           EXPECT_EQ(IntField(plan, "block_m"), 64) << plan;
           EXPECT_EQ(IntField(plan, "num_warps"), f.hopper_warps) << plan;
+        }
+      }
+    }
+  }
+}
+
+TEST_F(GpuDecodeTest, Fp8TilesWithAndWithoutTensorMaps) {
+  // fp8 on Hopper copies whole tiles by tensor maps (the swap-AB path, 16 and
+  // 32 rows, and the warp-specialised one, 64 rows; flat, and pages of 64 or
+  // 128 tokens) and the rest by cp.async: every item's last part tile, pages
+  // of 16 tokens, and everything with MLAJIT_KV_TMA=0 (a runtime of its own,
+  // since the knob is read when the runtime is created). Both Q modes, empty
+  // sequences, sequences split over CTAs, sequences of a single tile.
+  std::unique_ptr<DecodeHarness> without;
+  {
+    ScopedEnv env("MLAJIT_KV_TMA", "0");
+    absl::StatusOr<std::unique_ptr<DecodeHarness>> h = DecodeHarness::Create(0);
+    ASSERT_TRUE(h.ok()) << h.status();
+    without = *std::move(h);
+  }
+  struct Case {
+    Shape shape;
+    int hopper_warps;  // 4: swap-AB, 12: warp-specialised
+  };
+  for (DecodeHarness* h : {harness_, without.get()}) {
+    const bool maps = h == harness_ && OnHopper(*h);
+    for (int page : {0, 64, 128, 16}) {
+      for (QMode m : {QMode::kBf16, QMode::kFp8}) {
+        for (const Case& k : {Case{Shape{16, 1, 9000, 6, page}, 4},
+                              Case{Shape{16, 2, 3000, 5, page}, 4},
+                              Case{Shape{32, 1, 64, 3, page}, 4},
+                              Case{Shape{16, 4, 2500, 4, page}, 12}}) {
+          BatchConfig c = WithShape(KvFormat::kFp8E4m3, m, k.shape);
+          c.zero_length_fraction = 0.2;
+          const std::string plan = ExpectMatchesAndDescribe(*h, c);
+          if (!OnHopper(*h)) continue;
+          EXPECT_EQ(IntField(plan, "num_warps"), k.hopper_warps) << plan;
+          EXPECT_NE(plan.find(absl::StrCat("\"kv_tensor_maps\":",
+                                           maps && page != 16 ? "true" : "false")),
+                    std::string::npos)
+              << plan;
         }
       }
     }

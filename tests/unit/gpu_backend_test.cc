@@ -88,6 +88,45 @@ TEST(DriverCallErrorTest, NamesTheCallAndTheError) {
             absl::StatusCode::kInternal);
 }
 
+TEST(ValidateTensorMap2DTest, NamesTheFieldOutOfRange) {
+  TensorMap2D ok;
+  ok.base = reinterpret_cast<void*>(0x10000);
+  ok.cols = 576;
+  ok.rows = 1000;
+  ok.row_stride = 576;
+  ok.box_cols = 128;
+  ok.box_rows = 64;
+  ok.swizzle = 128;
+  EXPECT_TRUE(gpu_internal::ValidateTensorMap2D(ok).ok());
+  struct Case {
+    const char* field;
+    void (*spoil)(TensorMap2D&);
+  };
+  const Case cases[] = {
+      {"base=0x10008", [](TensorMap2D& m) { m.base = reinterpret_cast<void*>(0x10008); }},
+      {"base=0x0", [](TensorMap2D& m) { m.base = nullptr; }},
+      {"cols=0", [](TensorMap2D& m) { m.cols = 0; }},
+      {"rows=4294967297", [](TensorMap2D& m) { m.rows = (uint64_t{1} << 32) + 1; }},
+      {"row_stride=584", [](TensorMap2D& m) { m.row_stride = 584; }},   // not a multiple of 16
+      {"row_stride=560", [](TensorMap2D& m) { m.row_stride = 560; }},   // shorter than a row
+      {"box_rows=257", [](TensorMap2D& m) { m.box_rows = 257; }},
+      {"box_cols=24", [](TensorMap2D& m) { m.box_cols = 24; }},
+      {"box_cols=256", [](TensorMap2D& m) { m.box_cols = 256; }},  // wider than the swizzle
+      {"swizzle=16", [](TensorMap2D& m) { m.swizzle = 16; }},
+  };
+  for (const Case& c : cases) {
+    TensorMap2D m = ok;
+    c.spoil(m);
+    absl::Status s = gpu_internal::ValidateTensorMap2D(m);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.field;
+    EXPECT_THAT(s.message(), HasSubstr(c.field));
+  }
+  TensorMap2D unswizzled = ok;
+  unswizzled.swizzle = 0;
+  unswizzled.box_cols = 256;
+  EXPECT_TRUE(gpu_internal::ValidateTensorMap2D(unswizzled).ok());
+}
+
 TEST(OpenFirstLibraryTest, ReportsEveryName) {
   std::string why;
   EXPECT_EQ(gpu_internal::OpenFirstLibrary({"libmlajit_absent_a.so", "libmlajit_absent_b.so"},

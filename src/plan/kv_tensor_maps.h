@@ -1,0 +1,66 @@
+// The per-call tensor maps of kernels that copy fp8 KV tiles by TMA
+// (MlaKvTensorMapsEligible): two maps over the caller's KV buffer, encoded by
+// the backend on the host and cached by buffer address, since an engine
+// passes the same few buffers (one per layer) on every step.
+//
+//   KvTensorMaps maps([b](const gpu::TensorMap2D& m, void* out) {
+//     return b->EncodeTensorMap2D(m, out);
+//   });
+//   maps.Fill(args->kv, &params);  // kv_map_rows > 0: the kernel may use them
+#ifndef MLAJIT_SRC_PLAN_KV_TENSOR_MAPS_H_
+#define MLAJIT_SRC_PLAN_KV_TENSOR_MAPS_H_
+
+#include <array>
+#include <cstddef>
+#include <functional>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "kernel_templates/mla_params.h"
+#include "src/gpu/backend.h"
+
+namespace mlajit::plan {
+
+// The maps of MlaDecodeParams::kv_maps for a KV buffer at `kv`: [0] the four
+// blocks of 128 latent codes (128-byte boxes, 128-byte swizzle), [1] the 64
+// rope codes (64-byte boxes, 64-byte swizzle), both over rows of 576 bytes,
+// 64 rows per box and kKvMapRows rows in all.
+std::array<gpu::TensorMap2D, 2> KvTensorMapDescs(const void* kv);
+
+// Rows the maps span: every slot an int32 coordinate reaches. The kernel only
+// copies whole tiles of a sequence through them, which lie inside the
+// caller's buffer, so the bound never lets a copy read beyond it.
+constexpr int kKvMapRows = 0x7fffffff;
+
+class KvTensorMaps {
+ public:
+  using Encode = std::function<absl::Status(const gpu::TensorMap2D&, void*)>;
+  // Buffers remembered at most; beyond that the cache starts over.
+  static constexpr size_t kMaxBuffers = 256;
+
+  explicit KvTensorMaps(Encode encode) : encode_(std::move(encode)) {}
+
+  // Sets p->kv_maps and p->kv_map_rows for `kv`, or leaves kv_map_rows 0 (the
+  // kernel then copies by cp.async) when the backend cannot encode maps: the
+  // first such failure is logged and turns encoding off for good.
+  void Fill(const void* kv, MlaDecodeParams* p);
+
+  // Encoder calls so far (tests).
+  int encodes() const;
+
+ private:
+  struct Maps {
+    MlaTensorMap map[2];
+  };
+  Encode encode_;
+  mutable absl::Mutex mu_;
+  bool disabled_ ABSL_GUARDED_BY(mu_) = false;
+  int encodes_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<const void*, Maps> maps_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace mlajit::plan
+
+#endif  // MLAJIT_SRC_PLAN_KV_TENSOR_MAPS_H_
