@@ -42,6 +42,7 @@ TEST(KvTensorMapDescs, DescribeTheStageBlocks) {
 TEST(KvTensorMaps, EncodesOncePerBuffer) {
   std::vector<gpu::TensorMap2D> asked;
   KvTensorMaps maps([&](const gpu::TensorMap2D& m, void* out) {
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(out) % 128, 0u) << "CUtensorMap is 128-byte aligned";
     asked.push_back(m);
     std::memset(out, static_cast<int>(asked.size()), gpu::kTensorMapBytes);
     return absl::OkStatus();
