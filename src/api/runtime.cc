@@ -72,8 +72,8 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const mlajit_runtime_op
                sm >= 90;
   }
   {
-    // Tensor-map copies of fp8 tiles (sm_90a swap-AB kernels); MLAJIT_KV_TMA=0
-    // keeps every copy on cp.async, for comparison.
+    // Tensor-map copies of fp8 tiles (the sm_90a paths that stage tiles as
+    // stored); MLAJIT_KV_TMA=0 keeps every copy on cp.async, for comparison.
     const char* env = std::getenv("MLAJIT_KV_TMA");
     const bool off = env != nullptr && std::string(env) == "0";
     if (!off && rt->props_.vendor == gpu::Vendor::kNvidia) {
@@ -300,7 +300,10 @@ std::string Plan::DescribeJson() const {
                       ",\"num_ctas\":", schedule_config_.num_ctas,
                       ",\"min_split_cost\":", schedule_config_.min_cost_per_cta,
                       ",\"tuned\":", tuned_ ? "true" : "false",
-                      ",\"kv_tensor_maps\":", kernel_->kv_tensor_maps ? "true" : "false", "}");
+                      ",\"kv_tensor_maps\":",
+                      kernel_->kv_tensor_maps && runtime_->kv_tensor_maps()->enabled() ? "true"
+                                                                                       : "false",
+                      "}");
 }
 
 absl::StatusOr<HostLayout> CheckHostLayout(const mlajit_plan_config_t* config, int batch_size,

@@ -50,6 +50,11 @@ void KvTensorMaps::Fill(const void* kv, MlaDecodeParams* p) {
   p->kv_map_rows = kKvMapRows;
 }
 
+bool KvTensorMaps::enabled() const {
+  absl::MutexLock lock(&mu_);
+  return !disabled_;
+}
+
 int KvTensorMaps::encodes() const {
   absl::MutexLock lock(&mu_);
   return encodes_;

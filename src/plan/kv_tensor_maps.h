@@ -47,6 +47,9 @@ class KvTensorMaps {
   // first such failure is logged and turns encoding off for good.
   void Fill(const void* kv, MlaDecodeParams* p);
 
+  // False once an encode failed (every copy is then a cp.async).
+  bool enabled() const;
+
   // Encoder calls so far (tests).
   int encodes() const;
 

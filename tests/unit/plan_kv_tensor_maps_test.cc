@@ -81,7 +81,9 @@ TEST(KvTensorMaps, ABackendWithoutMapsLeavesCpAsyncCopies) {
   });
   MlaDecodeParams p{};
   p.kv_map_rows = 7;  // whatever was there before
+  EXPECT_TRUE(maps.enabled());
   maps.Fill(At(0x1000), &p);
+  EXPECT_FALSE(maps.enabled());
   EXPECT_EQ(p.kv_map_rows, 0);
   maps.Fill(At(0x2000), &p);
   EXPECT_EQ(p.kv_map_rows, 0);
