@@ -24,17 +24,27 @@ std::array<gpu::TensorMap2D, 2> KvTensorMapDescs(const void* kv) {
   return {latent, rope};
 }
 
+KvTensorMaps::KvTensorMaps(Encode encode)
+    : encode_(std::move(encode)), maps_(new Maps[kMaxBuffers]) {}
+
 void KvTensorMaps::Fill(const void* kv, MlaDecodeParams* p) {
   p->kv_map_rows = 0;
   absl::MutexLock lock(&mu_);
   if (disabled_) return;
-  auto it = maps_.find(kv);
-  if (it == maps_.end()) {
-    Maps m;
+  int slot = 0;
+  while (slot < used_ && keys_[slot] != kv) ++slot;
+  if (slot == used_) {
+    if (used_ < kMaxBuffers) {
+      ++used_;
+    } else {
+      slot = oldest_;
+      oldest_ = (oldest_ + 1) % kMaxBuffers;
+    }
+    keys_[slot] = nullptr;  // until both maps are in
     const std::array<gpu::TensorMap2D, 2> descs = KvTensorMapDescs(kv);
     for (int i = 0; i < 2; ++i) {
       ++encodes_;
-      if (absl::Status s = encode_(descs[i], &m.map[i]); !s.ok()) {
+      if (absl::Status s = encode_(descs[i], &maps_[slot].map[i]); !s.ok()) {
         // Not the caller's error: kv passed validation (16-byte aligned). The
         // tiles still copy, by cp.async.
         MLAJIT_LOG_WARN("fp8 KV tiles copy without tensor maps: ", s.message());
@@ -42,11 +52,10 @@ void KvTensorMaps::Fill(const void* kv, MlaDecodeParams* p) {
         return;
       }
     }
-    if (maps_.size() >= kMaxBuffers) maps_.clear();
-    it = maps_.emplace(kv, m).first;
+    keys_[slot] = kv;
   }
-  p->kv_maps[0] = it->second.map[0];
-  p->kv_maps[1] = it->second.map[1];
+  p->kv_maps[0] = maps_[slot].map[0];
+  p->kv_maps[1] = maps_[slot].map[1];
   p->kv_map_rows = kKvMapRows;
 }
 

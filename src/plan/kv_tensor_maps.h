@@ -13,9 +13,9 @@
 #include <array>
 #include <cstddef>
 #include <functional>
+#include <memory>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "kernel_templates/mla_params.h"
@@ -37,10 +37,12 @@ constexpr int kKvMapRows = 0x7fffffff;
 class KvTensorMaps {
  public:
   using Encode = std::function<absl::Status(const gpu::TensorMap2D&, void*)>;
-  // Buffers remembered at most; beyond that the cache starts over.
-  static constexpr size_t kMaxBuffers = 256;
+  // Buffers remembered at most (an engine has one per layer); past that each
+  // new buffer replaces the one remembered longest.
+  static constexpr int kMaxBuffers = 128;
 
-  explicit KvTensorMaps(Encode encode) : encode_(std::move(encode)) {}
+  // Allocates the cache here: Fill, on the decode path, allocates nothing.
+  explicit KvTensorMaps(Encode encode);
 
   // Sets p->kv_maps and p->kv_map_rows for `kv`, or leaves kv_map_rows 0 (the
   // kernel then copies by cp.async) when the backend cannot encode maps: the
@@ -61,7 +63,12 @@ class KvTensorMaps {
   mutable absl::Mutex mu_;
   bool disabled_ ABSL_GUARDED_BY(mu_) = false;
   int encodes_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::flat_hash_map<const void*, Maps> maps_ ABSL_GUARDED_BY(mu_);
+  // Slot i holds the maps of buffer keys_[i] (i < used_); keys apart from
+  // the maps so that a lookup reads one kilobyte.
+  std::array<const void*, kMaxBuffers> keys_ ABSL_GUARDED_BY(mu_) = {};
+  std::unique_ptr<Maps[]> maps_ ABSL_GUARDED_BY(mu_);
+  int used_ ABSL_GUARDED_BY(mu_) = 0;
+  int oldest_ ABSL_GUARDED_BY(mu_) = 0;  // the slot a new buffer takes once all are used
 };
 
 }  // namespace mlajit::plan

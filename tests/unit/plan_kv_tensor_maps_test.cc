@@ -63,13 +63,20 @@ TEST(KvTensorMaps, EncodesOncePerBuffer) {
   EXPECT_EQ(again.kv_map_rows, kKvMapRows);
 }
 
-TEST(KvTensorMaps, ManyBuffersStartTheCacheOver) {
+TEST(KvTensorMaps, ANewBufferReplacesTheOldestWhenFull) {
   KvTensorMaps maps([](const gpu::TensorMap2D&, void*) { return absl::OkStatus(); });
   MlaDecodeParams p{};
-  for (size_t i = 0; i <= KvTensorMaps::kMaxBuffers; ++i) maps.Fill(At(0x1000 * (i + 1)), &p);
-  EXPECT_EQ(maps.encodes(), 2 * static_cast<int>(KvTensorMaps::kMaxBuffers + 1));
-  maps.Fill(At(0x1000), &p);  // dropped when the cache started over
-  EXPECT_EQ(maps.encodes(), 2 * static_cast<int>(KvTensorMaps::kMaxBuffers + 2));
+  constexpr int kMax = KvTensorMaps::kMaxBuffers;
+  for (int i = 0; i < kMax; ++i) maps.Fill(At(0x1000 * (i + 1)), &p);
+  for (int i = 0; i < kMax; ++i) maps.Fill(At(0x1000 * (i + 1)), &p);  // all remembered
+  EXPECT_EQ(maps.encodes(), 2 * kMax);
+  maps.Fill(At(0x1000 * (kMax + 1)), &p);  // takes buffer 1's slot
+  EXPECT_EQ(maps.encodes(), 2 * (kMax + 1));
+  maps.Fill(At(0x1000), &p);  // buffer 1 again: encoded again, into buffer 2's slot
+  EXPECT_EQ(maps.encodes(), 2 * (kMax + 2));
+  maps.Fill(At(0x3000), &p);  // buffer 3 is still there
+  maps.Fill(At(0x1000 * (kMax + 1)), &p);
+  EXPECT_EQ(maps.encodes(), 2 * (kMax + 2));
   EXPECT_EQ(p.kv_map_rows, kKvMapRows);
 }
 
