@@ -163,8 +163,16 @@ MLA_HOST_DEVICE constexpr bool MlaWgmmaRowsWsEligible(int kv_format, int block_m
                                                       int num_warps) {
   return kv_format == 1 && block_m == 64 && block_n == 64 && num_warps == 12;
 }
+// Its dynamic shared memory: `stages` fp8 tiles as stored (36 KB each), Q as
+// two e4m3 operands (64 x 576 each; a8 uses one), two P buffers (64 x 64
+// f16), three rows of 64 floats (two of rescale factors, one of sums) and
+// stages + 4 mbarriers.
+MLA_HOST_DEVICE constexpr int MlaWgmmaRowsWsSmemBytes(int stages) {
+  return stages * 64 * 576 + 2 * 64 * 576 + 2 * 64 * 64 * 2 + 3 * 64 * 4 + (stages + 4) * 8;
+}
+
 // Whether the kernel copies whole fp8 tiles with tensor maps (TMA: five
-// copies into the stage layout both fp8 paths above share, completing on an
+// copies into the fp8 stage layout of mla_wgmma_layout.h, completing on an
 // mbarrier) instead of 2304 cp.async: the swap-AB and warp-specialised paths
 // with fp8 KV, flat or in pages of a multiple of 64 tokens, so that a tile
 // of 64 tokens starting on a multiple of 64 is 64 consecutive slots. The host
@@ -177,13 +185,6 @@ MLA_HOST_DEVICE constexpr bool MlaKvTensorMapsEligible(int kv_format, int block_
          (MlaWgmmaEligible(kv_format, block_m, block_n, num_warps) ||
           MlaWgmmaRowsWsEligible(kv_format, block_m, block_n, num_warps)) &&
          (page_size == 0 || page_size % 64 == 0);
-}
-// Its dynamic shared memory: `stages` fp8 tiles as stored (36 KB each), Q as
-// two e4m3 operands (64 x 576 each; a8 uses one), two P buffers (64 x 64
-// f16), three rows of 64 floats (two of rescale factors, one of sums) and
-// stages + 4 mbarriers.
-MLA_HOST_DEVICE constexpr int MlaWgmmaRowsWsSmemBytes(int stages) {
-  return stages * 64 * 576 + 2 * 64 * 576 + 2 * 64 * 64 * 2 + 3 * 64 * 4 + (stages + 4) * 8;
 }
 
 // Dynamic shared memory of the 64-row path: Q and `stages` 16-bit KV operand
