@@ -40,6 +40,9 @@ TEST(FormatLaunchFloor, NamesEveryFigure) {
   f.three_chained_us = 8.5;
   f.two_burst_us = 3.13;
   f.dependent_launch = true;
+  f.two_plain_us = 5.5;
+  f.three_plain_us = 7.25;
+  f.two_burst_plain_us = 4.75;
   const std::string line = FormatLaunchFloor(f);
   EXPECT_THAT(line, HasSubstr("1 CTA 4.01 us"));
   EXPECT_THAT(line, HasSubstr("264 CTAs 4.52 us"));
@@ -47,6 +50,7 @@ TEST(FormatLaunchFloor, NamesEveryFigure) {
   EXPECT_THAT(line, HasSubstr("3 chained 8.50 us"));
   EXPECT_THAT(line, HasSubstr("3.13 us per pair"));
   EXPECT_THAT(line, HasSubstr("programmatic dependents"));
+  EXPECT_THAT(line, HasSubstr("plain stream order: 2 5.50 us, 3 7.25 us, back to back 4.75 us"));
   f.dependent_launch = false;
   EXPECT_THAT(FormatLaunchFloor(f), HasSubstr("no programmatic dependent launch"));
 }

@@ -651,9 +651,11 @@ int Main(int argc, char** argv) {
       out << absl::StrFormat(
           ",\"launch_floor\":{\"grid\":%d,\"one_cta_us\":%.3f,\"full_grid_us\":%.3f,"
           "\"two_chained_us\":%.3f,\"three_chained_us\":%.3f,\"two_burst_us\":%.3f,"
-          "\"dependent_launch\":%s}",
+          "\"dependent_launch\":%s,\"two_plain_us\":%.3f,\"three_plain_us\":%.3f,"
+          "\"two_burst_plain_us\":%.3f}",
           floor->grid, floor->one_cta_us, floor->full_grid_us, floor->two_chained_us,
-          floor->three_chained_us, floor->two_burst_us, floor->dependent_launch ? "true" : "false");
+          floor->three_chained_us, floor->two_burst_us, floor->dependent_launch ? "true" : "false",
+          floor->two_plain_us, floor->three_plain_us, floor->two_burst_plain_us);
     }
     out << ",\"runs\":" << runs
         << ",\"warmup_ms\":" << warmup_ms << ",\"cases\":[";

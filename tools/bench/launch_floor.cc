@@ -61,10 +61,10 @@ absl::StatusOr<LaunchFloor> MeasureLaunchFloor(gpu::Backend* backend, int device
     return backend->Launch(device, kernel, config, args, stream.get());
   };
   // A call of `kernels` launches; the first is not a dependent of the
-  // previous call (the events sit between them).
-  auto call = [&](unsigned grid, int kernels) {
-    return [&launch, grid, kernels](int) -> absl::Status {
-      for (int k = 0; k < kernels; ++k) MLAJIT_RETURN_IF_ERROR(launch(grid, k > 0));
+  // previous call (the events sit between them), the others are if `chained`.
+  auto call = [&](unsigned grid, int kernels, bool chained = true) {
+    return [&launch, grid, kernels, chained](int) -> absl::Status {
+      for (int k = 0; k < kernels; ++k) MLAJIT_RETURN_IF_ERROR(launch(grid, chained && k > 0));
       return absl::OkStatus();
     };
   };
@@ -79,14 +79,20 @@ absl::StatusOr<LaunchFloor> MeasureLaunchFloor(gpu::Backend* backend, int device
   MLAJIT_ASSIGN_OR_RETURN(f.full_grid_us, median_us(call(grid, 1)));
   MLAJIT_ASSIGN_OR_RETURN(f.two_chained_us, median_us(call(grid, 2)));
   MLAJIT_ASSIGN_OR_RETURN(f.three_chained_us, median_us(call(grid, 3)));
-  // Back to back: every launch after the first a dependent, as consecutive
-  // decode calls run in an engine.
-  auto pairs = [&](int) -> absl::Status {
-    for (int k = 0; k < 2 * kBurstPairs; ++k) MLAJIT_RETURN_IF_ERROR(launch(grid, k > 0));
-    return absl::OkStatus();
+  MLAJIT_ASSIGN_OR_RETURN(f.two_plain_us, median_us(call(grid, 2, false)));
+  MLAJIT_ASSIGN_OR_RETURN(f.three_plain_us, median_us(call(grid, 3, false)));
+  // Back to back: every launch after the first a dependent (or not), as
+  // consecutive decode calls run in an engine.
+  auto pairs = [&](bool chained) {
+    return [&launch, grid, chained](int) -> absl::Status {
+      for (int k = 0; k < 2 * kBurstPairs; ++k) MLAJIT_RETURN_IF_ERROR(launch(grid, chained && k > 0));
+      return absl::OkStatus();
+    };
   };
-  MLAJIT_ASSIGN_OR_RETURN(double burst_us, median_us(pairs));
+  MLAJIT_ASSIGN_OR_RETURN(double burst_us, median_us(pairs(true)));
   f.two_burst_us = burst_us / kBurstPairs;
+  MLAJIT_ASSIGN_OR_RETURN(double burst_plain_us, median_us(pairs(false)));
+  f.two_burst_plain_us = burst_plain_us / kBurstPairs;
 
   uint32_t got = 0;
   MLAJIT_RETURN_IF_ERROR(backend->MemcpyDtoH(device, &got, counter.ptr(), 4, stream.get()));
@@ -102,10 +108,12 @@ absl::StatusOr<LaunchFloor> MeasureLaunchFloor(gpu::Backend* backend, int device
 std::string FormatLaunchFloor(const LaunchFloor& f) {
   return absl::StrFormat(
       "launch floor (empty kernels, event-timed medians): 1 CTA %.2f us, %d CTAs %.2f us, "
-      "2 chained %.2f us, 3 chained %.2f us; back to back %.2f us per pair (%s)",
+      "2 chained %.2f us, 3 chained %.2f us; back to back %.2f us per pair (%s); "
+      "in plain stream order: 2 %.2f us, 3 %.2f us, back to back %.2f us per pair",
       f.one_cta_us, f.grid, f.full_grid_us, f.two_chained_us, f.three_chained_us, f.two_burst_us,
       f.dependent_launch ? "chained kernels are programmatic dependents"
-                         : "no programmatic dependent launch");
+                         : "no programmatic dependent launch",
+      f.two_plain_us, f.three_plain_us, f.two_burst_plain_us);
 }
 
 }  // namespace mlajit::bench

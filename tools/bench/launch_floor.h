@@ -23,6 +23,11 @@ struct LaunchFloor {
   double two_chained_us = 0;      // median, two full-grid kernels, the second a dependent
   double three_chained_us = 0;    // median, three (a8: Q amax, decode, merge)
   double two_burst_us = 0;        // per pair, many pairs back to back between two events
+  // The same three in plain stream order (no programmatic dependents): what
+  // the chained figures gain or lose from the dependent launches.
+  double two_plain_us = 0;
+  double three_plain_us = 0;
+  double two_burst_plain_us = 0;
   bool dependent_launch = false;  // the chained kernels were programmatic dependents
 };
 
