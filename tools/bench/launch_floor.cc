@@ -85,7 +85,9 @@ absl::StatusOr<LaunchFloor> MeasureLaunchFloor(gpu::Backend* backend, int device
   // consecutive decode calls run in an engine.
   auto pairs = [&](bool chained) {
     return [&launch, grid, chained](int) -> absl::Status {
-      for (int k = 0; k < 2 * kBurstPairs; ++k) MLAJIT_RETURN_IF_ERROR(launch(grid, chained && k > 0));
+      for (int k = 0; k < 2 * kBurstPairs; ++k) {
+        MLAJIT_RETURN_IF_ERROR(launch(grid, chained && k > 0));
+      }
       return absl::OkStatus();
     };
   };
