@@ -161,7 +161,12 @@ MLA_INLINE void MergeUnit(const MlaDecodeParams& p, const MlaCombineItem& item, 
 // groups of one wave of resident CTAs (the host sizes the grid with
 // MlaCombineBlocksPerSm) striding over them. The next unit's item record loads
 // while the current unit merges, so a unit's only dependent round trip is its
-// partials.
+// partials. The first unit's record loads before the wait for the decode:
+// the plan's records are in place before the decode starts (copied by the
+// host before it on the stream, or written by the plan kernel, which the
+// decode waited for before letting this kernel start), so the merge's first
+// round trip after the decode is the partials' (one fewer on the chain
+// that every call with a split pays after its decode).
 template <int LC>
 MLA_INLINE void CombineUnits(const MlaDecodeParams& p, int num_combine) {
   constexpr int UNITS_PER_ITEM = BLOCK_M * Lane<LC>::PARTS;
@@ -170,6 +175,7 @@ MLA_INLINE void CombineUnits(const MlaDecodeParams& p, int num_combine) {
   long long flat = static_cast<long long>(blockIdx.x) * GROUPS_PER_BLOCK + (threadIdx.x >> 5);
   if (flat >= total) return;
   MlaCombineItem item = p.combine[flat / UNITS_PER_ITEM];
+  MlaGridDependencySync();  // the decode's partials, from here on
   for (; flat < total; flat += stride) {
     const long long next = flat + stride;
     const MlaCombineItem next_item = next < total ? p.combine[next / UNITS_PER_ITEM] : item;
@@ -183,6 +189,7 @@ MLA_INLINE void CombineUnits(const MlaDecodeParams& p, int num_combine) {
 // them; past that (each group would merge several units one after another,
 // each a memory latency), f16 partials take halves, 8 columns a lane, which
 // halves the units at the same bytes per load (tools/bench/RESULTS.md v20).
+// Reads the item count before the wait for the decode (CombineUnits).
 MLA_INLINE void CombineItems(const MlaDecodeParams& p) {
   const int num_combine =
       p.plan_counters != 0 ? p.plan_counters[MLA_PLAN_NUM_COMBINE] : p.num_combine;

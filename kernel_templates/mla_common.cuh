@@ -134,11 +134,12 @@ MLA_INLINE float LoadKvElement(const u8* token, int d) {
 }
 
 // ---- programmatic dependent launch ------------------------------------------
-// Every entry point starts with MlaGridDependencySync(): when the host launched
-// it as a programmatic dependent of the previous kernel on the stream, this
-// waits until that kernel has finished and its writes are visible (a no-op
-// otherwise, and before sm_90). It then lets its own dependents be scheduled
-// early: they wait for it the same way.
+// Every entry point starts with MlaGridDependencySync() (the merge kernel
+// once it has read its first plan records, mla_combine.cuh): when the host
+// launched it as a programmatic dependent of the previous kernel on the
+// stream, this waits until that kernel has finished and its writes are
+// visible (a no-op otherwise, and before sm_90). It then lets its own
+// dependents be scheduled early: they wait for it the same way.
 MLA_INLINE void MlaGridDependencySync() {
 #if !MLA_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
