@@ -57,7 +57,10 @@ struct MlaDecodeParams {
   float* partial_o;          // [num_partials, BLOCK_M, 512] normalised: fp32, or f16
                              // in its first half for fp8 KV (MLA_F16_PARTIALS)
   float* partial_lse;        // [num_partials, BLOCK_M] fp32, natural log
-  const MlaCombineItem* combine;  // [num_combine]
+  // [num_combine]. The merge kernel reads it (and plan_counters) before it
+  // waits for the decode (mla_combine.cuh), so the decode must never write
+  // either: only the host or the plan kernel before the decode does.
+  const MlaCombineItem* combine;
   const float* q_amax;       // a8: amax of |q| over the whole tensor (device scalar)
   float sm_scale;            // softmax scale
   float kv_scale;            // fp8 KV: real value = code * kv_scale; else 1
