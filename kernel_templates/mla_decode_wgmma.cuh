@@ -1,7 +1,8 @@
 // Hopper (sm_90a) MLA decode path: warpgroup MMA with the KV tile as the M
 // operand ("swap AB"), for tiles of 16 or 32 query rows. fp8 and bf16 tiles
-// are read as stored; MXFP4 tiles are converted to bf16 by one or two more
-// warpgroups (mla_wgmma_mxfp4.cuh) and then read like bf16 ones.
+// are read as stored; MXFP4 tiles are converted to e4m3 (times a power of two
+// per tile) by one or two more warpgroups (mla_wgmma_mxfp4.cuh) and then read
+// like fp8 ones.
 //
 // Decode has few query rows per sequence (heads x q_len: 16..32 for most
 // DeepSeek deployments) and many KV tokens. wgmma's M is at least 64, so
@@ -56,7 +57,7 @@ namespace mla_wgmma {
 // `next` is the CTA's following work item (or `item` again): its sequence
 // record is fetched into `next_seq` once this item's Q is loaded, so that the
 // next item does not start with a dependent global round trip. MXFP4: `g`
-// counts the CTA's bf16 tile uses (mla_wgmma_mxfp4.cuh).
+// counts the CTA's e4m3 tile uses (mla_wgmma_mxfp4.cuh).
 // fp8 tiles by tensor copies: bit b of `tma_phase` is the parity of stage
 // b's next barrier phase (counted over the CTA's work items).
 MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, const MlaSeqInfo& s,
@@ -79,6 +80,10 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
   float score_scale = p.sm_scale * LOG2E;
   if (FP8) score_scale *= p.kv_scale;
   if (Q_MODE == Q_MODE_FP8) score_scale *= q_scale;
+  // MXFP4: O holds its values times 2^-frame, frame the shift of the last
+  // tile (Smem::mx_shift), so that P V can take the tile's e4m3 codes as they
+  // are; O is rescaled in fp32 when the shift moves.
+  int frame = 0;
 
   float m[ROWS_PER_THREAD], l[ROWS_PER_THREAD];
   float o[8][N / 2];
@@ -113,8 +118,12 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
 
   for (int t = 0; t < num_tiles; ++t) {
     const int buf = MX ? MxBuffer(g) : t % STAGES;
+    float tile_scale = score_scale;
+    int shift = 0;
     if (MX) {
       MbarWait(&sm.full[buf], MxParity(g));  // converted by a converting warpgroup
+      shift = sm.mx_shift[buf];
+      tile_scale = ldexpf(tile_scale, shift);
     } else {
       CpAsyncWait<STAGES - 2>();
       if (KV_TMA && (tma_tiles >> buf & 1u) != 0) {
@@ -138,7 +147,7 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
 
     // ---- S^T = K Q^T: this warp's 16 tokens x N rows ----
     float sacc[N / 2];
-    if (FP8) {
+    if (E4M3_TILES) {
       // One e4m3 product on the tile as stored (mla_wgmma_layout.h): 16 k32
       // steps in the 128-byte-swizzled blocks, two in the rope block.
       const u8* tile = sm.raw + tile_off;
@@ -209,8 +218,8 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
       const int j = c / 2, e = c % 2;
       float& s0 = sacc[4 * j + e];
       float& s1 = sacc[4 * j + 2 + e];
-      s0 = j0 < lim[c] ? s0 * score_scale : NegInf();
-      s1 = j0 + 8 < lim[c] ? s1 * score_scale : NegInf();
+      s0 = j0 < lim[c] ? s0 * tile_scale : NegInf();
+      s1 = j0 + 8 < lim[c] ? s1 * tile_scale : NegInf();
       if (DEFERRED_MAX) {
         over |= fmaxf(s0, s1) > m[c] + HEADROOM;  // m = -inf: any visible score
         const float base = m[c] == NegInf() ? 0.0f : m[c];
@@ -262,6 +271,18 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
 #pragma unroll
     for (int c = 0; c < ROWS_PER_THREAD; ++c) l[c] += ls[c];
 
+    if (MX && shift != frame) {  // uniform over the warpgroup
+      // O is zero before the first tile; a jump past fp32's range flushes
+      // (or saturates) O rather than multiplying a zero by infinity.
+      const float f = t == 0 ? 1.0f : ldexpf(1.0f, min(max(frame - shift, -126), 126));
+#pragma unroll
+      for (int b = 0; b < 8; ++b) {
+#pragma unroll
+        for (int i = 0; i < N / 2; ++i) o[b][i] *= f;
+      }
+      frame = shift;
+    }
+
     // ---- O^T += V^T P^T ----
     VRaw v_next = LoadV(v_addr, tile_off, 0);
 #pragma unroll
@@ -294,16 +315,18 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
     v += __shfl_xor_sync(0xffffffffu, v, 16);
     if (r == 0) sm.red[warp * N + 8 * (c / 2) + 2 * quad + (c % 2)] = v;
   }
-  if (MX) MbarWait(&sm.full[MxBuffer(g)], MxParity(g));  // a bf16 tile to stage in
+  if (MX) MbarWait(&sm.full[MxBuffer(g)], MxParity(g));  // a tile to stage in
   SyncMma();
   // The normalised rows go through shared memory (the KV stages, idle now:
   // every copy has landed and every thread is past the tile loop; MXFP4: the
-  // bf16 tile of this use) so that global stores are whole rows. Stored from
+  // e4m3 tile of this use) so that global stores are whole rows. Stored from
   // the accumulators, each warp instruction wrote 16 bytes to each of 32
   // places 64 bytes apart; a probe timed those stores at 2.1 us of the 2.5 us
   // after the last tile (tools/bench/RESULTS.md v17).
   // Partials are kept before kv_scale (mla_common.cuh).
-  const float v_scale = FP8 && item.partial < 0 ? p.kv_scale : 1.0f;
+  const float v_scale = FP8 && item.partial < 0 ? p.kv_scale
+                        : MX                        ? ldexpf(1.0f, frame)
+                                                    : 1.0f;
   const int dim0 = MlaWgmmaOutDimBase(warp, lane);
   float* staged = reinterpret_cast<float*>(sm.raw + (MX ? MxBuffer(g) * STAGE_BYTES : 0));
 #pragma unroll

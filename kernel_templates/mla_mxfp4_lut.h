@@ -68,4 +68,47 @@ MLA_HOST_DEVICE inline MlaMxWords MlaMxToBf16x8(unsigned x, const MlaMxTable& t)
            MlaPrmt(l_hi, h_hi, 0x7362u)}};
 }
 
+// ---- MXFP4 -> e4m3 (the swap-AB wgmma path's e4m3 tiles) --------------------
+// A tile's block scales are first shifted by one power of two for the whole
+// tile (mla_wgmma_mxfp4.cuh), after which a block's eight magnitudes are e4m3
+// codes: one byte each, so one 8-entry table t0 (entries 0..3) / t1 (4..7).
+// From the e4m3x2 pairs (low byte first) of magnitudes {0, 0.5}, {1, 1.5},
+// {2, 3} and {4, 6} times the block's shifted scale.
+struct MlaMxE4m3Table {
+  unsigned t0, t1;
+};
+MLA_HOST_DEVICE inline MlaMxE4m3Table MlaMxE4m3TableFromPairs(unsigned p01, unsigned p23,
+                                                              unsigned p45, unsigned p67) {
+  return {(p01 & 0xffffu) | (p23 << 16), (p45 & 0xffffu) | (p67 << 16)};
+}
+// Eight e2m1 codes (element 2i in the low nibble of byte i) -> eight e4m3
+// codes, element e in byte e % 4 of word e / 4. The magnitudes index the
+// table, the signs come in as MlaMxToBf16x8's do: 10 instructions per 8
+// elements, and half the bytes to store.
+struct MlaMxE4m3Words {
+  unsigned lo, hi;
+};
+MLA_HOST_DEVICE inline MlaMxE4m3Words MlaMxToE4m3x8(unsigned x, const MlaMxE4m3Table& t) {
+  const unsigned sel_lo = x & 0x7777u, sel_hi = (x >> 16) & 0x7777u;
+  const unsigned y = x << 4;
+  const unsigned s_lo = MlaPrmt(y, x, 0xD9C8u), s_hi = MlaPrmt(y, x, 0xFBEAu);
+  return {MlaPrmt(t.t0, t.t1, sel_lo) | (s_lo & 0x80808080u),
+          MlaPrmt(t.t0, t.t1, sel_hi) | (s_hi & 0x80808080u)};
+}
+
+// The tile's shift: with s_max its largest scale code, block scale code s
+// becomes 2^(s - s_max + 6), so that the tile's largest magnitude, 6 x 2^6 =
+// 384, stays inside e4m3's 448; the tile's values are its codes times
+// 2^(s_max - 133) (e8m0's bias 127, and 6). Every block within 14 powers of
+// two of s_max converts exactly (0.5 x 2^-8 is e4m3's smallest subnormal,
+// 2^-9); those further below round to e4m3's subnormal grid, an absolute
+// error of at most 2^-10 x 2^(s_max - 133), 2^-16 of the tile's largest
+// block scale (bf16 Q's two e4m3 terms drop what lies under 2^-13 of its
+// largest magnitude). The block's exponent, clamped where every magnitude
+// rounds to zero anyway:
+MLA_HOST_DEVICE constexpr int MlaMxShiftedExponent(int scale_code, int tile_max_code) {
+  return scale_code - tile_max_code + 6 < -40 ? -40 : scale_code - tile_max_code + 6;
+}
+MLA_HOST_DEVICE constexpr int MlaMxTileExponent(int tile_max_code) { return tile_max_code - 133; }
+
 #endif  // MLAJIT_KERNEL_TEMPLATES_MLA_MXFP4_LUT_H_

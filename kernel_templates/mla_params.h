@@ -201,18 +201,27 @@ MLA_HOST_DEVICE constexpr int MlaWgmmaRowsSmemBytes(int kv_format, int stages) {
 // Bytes per token of the wgmma path's staging tile: the token as stored (the
 // kernel swizzles 16-byte chunks within a token to keep its loads free of bank
 // conflicts, see mla_decode_wgmma.cuh); MXFP4 tokens after their conversion
-// to bf16.
+// to e4m3 (one byte per element, as fp8's).
 MLA_HOST_DEVICE constexpr int MlaWgmmaTokenStride(int kv_format) {
-  return kv_format == 1 ? 576 : 1152;
+  return kv_format == 0 ? 1152 : 576;
+}
+
+// MXFP4 on the wgmma path: bytes of each of the two converted e4m3 tiles.
+// A tile also stages an item's output rows in its epilogue (block_m rows of
+// 512 + 4 floats), which for 32 rows is more than the tile's 36 KB; a
+// multiple of 1024 bytes, as the tiles' swizzles need.
+MLA_HOST_DEVICE constexpr int MlaWgmmaMxTileBytes(int block_m) {
+  return 64 * 576 > block_m * 516 * 4 ? 64 * 576 : (block_m * 516 * 4 + 1023) / 1024 * 1024;
 }
 
 // Dynamic shared memory of the wgmma path: Q^T (block_m x 576 16-bit), the KV
-// stages (MXFP4: two bf16 tiles and the stages as stored), P^T (block_m x 64
-// 16-bit), 4 x block_m floats of row statistics and four mbarriers (MXFP4)
-// or one per stage (fp8: tensor-map copies).
+// stages (MXFP4: two e4m3 tiles and the stages as stored), P^T (block_m x 64
+// 16-bit), 4 x block_m floats of row statistics, and for MXFP4 four
+// mbarriers, the two tiles' shifts and the converters' per-warp maxima (72
+// bytes), for fp8 one mbarrier per stage (tensor-map copies).
 MLA_HOST_DEVICE constexpr int MlaWgmmaSmemBytes(int kv_format, int block_m, int stages) {
   return block_m * 576 * 2 +
-         (kv_format == 2 ? 2 * 64 * MlaWgmmaTokenStride(2) + stages * 64 * MlaRawTokenStride(2) + 32
+         (kv_format == 2 ? 2 * MlaWgmmaMxTileBytes(block_m) + stages * 64 * MlaRawTokenStride(2) + 72
                          : stages * 64 * MlaWgmmaTokenStride(kv_format)) +
          block_m * 64 * 2 + 4 * block_m * 4 + (kv_format == 1 ? stages * 8 : 0);
 }

@@ -22,21 +22,24 @@ constexpr int TILE = 64;          // KV tokens per tile: the wgmma M
 constexpr bool FP8 = KV_FORMAT == KV_FORMAT_FP8;
 // MXFP4 (mla_wgmma_mxfp4.cuh): one or two more warpgroups copy tiles as
 // stored into their own stages (the mma.sync path's staging, MX_STAGE_BYTES
-// each) and convert each once into one of two bf16 tiles in the bf16 staging layout;
-// the first warpgroup runs both products on those as for bf16 KV (the layout
-// maps treat MXFP4 as bf16).
+// each) and convert each once into one of two e4m3 tiles in fp8's stage
+// layout, scaled by a power of two per tile (Smem::mx_shift); the first
+// warpgroup runs both products on those as for fp8 KV.
 constexpr bool MX = KV_FORMAT == KV_FORMAT_MXFP4;
-constexpr int ESIZE = FP8 ? 1 : 2;         // bytes per KV element (as the products read it)
+// The products read e4m3 tiles: fp8 as stored, MXFP4 converted.
+constexpr bool E4M3_TILES = FP8 || MX;
+constexpr int ESIZE = E4M3_TILES ? 1 : 2;  // bytes per KV element (as the products read it)
 constexpr int ELEMS = 16 / ESIZE;          // KV elements per 16-byte load
 constexpr int STEPS_PER_LOAD = ELEMS / 4;  // k16 steps one 16-byte load feeds
 constexpr int K_STEPS = HEAD_DIM_QK / 16;  // 36
 constexpr int K_BLOCKS = K_STEPS / STEPS_PER_LOAD;
 constexpr int RAW_STRIDE = MlaWgmmaTokenStride(KV_FORMAT);  // 16-bit tiles: bytes per token
-constexpr int STAGE_BYTES = MlaWgmmaStageBytes(KV_FORMAT);
+// MXFP4: an e4m3 tile, or an item's staged output rows (MlaWgmmaMxTileBytes).
+constexpr int STAGE_BYTES = MX ? MlaWgmmaMxTileBytes(BLOCK_M) : MlaWgmmaStageBytes(KV_FORMAT);
 constexpr int STAGES = NUM_STAGES;
 constexpr int KV_TILES = MX ? 2 : STAGES;                            // tiles in the staging layout
 constexpr int MX_STAGE_BYTES = TILE * MlaRawTokenStride(KV_FORMAT);  // 0 unless MXFP4
-// MXFP4: converting warpgroups (one per bf16 tile with 12 warps, else one
+// MXFP4: converting warpgroups (one per e4m3 tile with 12 warps, else one
 // for both), each with its own share of the raw stages.
 constexpr int MX_CONVERTERS = MX ? (NUM_WARPS == 12 ? 2 : 1) : 0;
 // (1 off the MXFP4 path, where no converter runs: a divisor in code it never executes)
@@ -52,7 +55,7 @@ constexpr int S_SETS = N == 16 ? 4 : 2;
 // or bf16 Q as two terms hi + lo / 16 (Q_SPLIT, LoadQ), side by side as 2N
 // columns of the one product. The two terms hold every bf16 value of the
 // tile exactly from 2^-13 of its largest magnitude up (tests/unit/q_split_test.cc).
-constexpr bool Q_SPLIT = FP8 && Q_MODE == Q_MODE_BF16;
+constexpr bool Q_SPLIT = E4M3_TILES && Q_MODE == Q_MODE_BF16;
 constexpr int NS = Q_SPLIT ? 2 * N : N;     // fp8: the wgmma N of S
 constexpr int K8_STEPS = HEAD_DIM_QK / 32;  // fp8: k32 steps of S
 constexpr int Q8_STEP_BYTES = NS * 32;      // fp8: one k32 step of Q^T
@@ -68,8 +71,8 @@ constexpr int EPILOGUE_STRIDE = HEAD_DIM_V + 4;
 // warpgroup, 64-token tiles, 16 or 32 rows); the file is
 // compiled for every sm_90a shape, so nothing here may assert more.
 constexpr bool ELIGIBLE = MlaWgmmaEligible(KV_FORMAT, BLOCK_M, BLOCK_N, NUM_WARPS);
-static_assert(!ELIGIBLE || N * EPILOGUE_STRIDE * 4 <= KV_TILES * STAGE_BYTES,
-              "the staged output fits the KV stages");
+static_assert(!ELIGIBLE || N * EPILOGUE_STRIDE * 4 <= (MX ? 1 : KV_TILES) * STAGE_BYTES,
+              "the staged output fits the KV stages (MXFP4: one tile)");
 static_assert(!ELIGIBLE || !MX || (MX_STAGES_EACH >= 1 && STAGES % MX_CONVERTERS == 0),
               "each converting warpgroup has the same number of raw stages");
 
@@ -79,15 +82,17 @@ struct Smem {
   u8* mx;      // MXFP4: [STAGES][MX_STAGE_BYTES] tiles as stored
   u8* p;       // [TILE/16][N/8][2][8][8] f16/bf16: P^T in core matrices
   float* red;  // [4][N] per-warp row maxima / sums
-  u64* full;   // MXFP4: [2] bf16 tile b converted (or, for an epilogue, free);
+  u64* full;   // MXFP4: [2] e4m3 tile b converted (or, for an epilogue, free);
                // fp8: [STAGES] stage b's tensor-map copies landed
-  u64* empty;  // MXFP4: [2] bf16 tile b read
+  u64* empty;  // MXFP4: [2] e4m3 tile b read
+  int* mx_shift;  // MXFP4: [2] tile b's values are its codes times 2^mx_shift[b]
+  u32* mx_max;    // MXFP4: [converter][warp] largest scale code of the tile in hand
 };
 
 MLA_INLINE Smem CarveSmem(u8* base) {
   static_assert(NS * 32 * K8_STEPS <= K_STEPS * STEP_BYTES, "fp8 Q^T fits the Q area");
   Smem m;
-  if (FP8) {  // the swizzled stages first, at multiples of 1024 bytes
+  if (E4M3_TILES) {  // the swizzled stages first, at multiples of 1024 bytes
     m.raw = base;
     m.q = m.raw + KV_TILES * STAGE_BYTES;
     m.mx = m.q + K_STEPS * STEP_BYTES;
@@ -100,6 +105,8 @@ MLA_INLINE Smem CarveSmem(u8* base) {
   m.red = reinterpret_cast<float*>(m.p + (TILE / 16) * STEP_BYTES);
   m.full = reinterpret_cast<u64*>(m.red + 4 * N);
   m.empty = m.full + 2;
+  m.mx_shift = reinterpret_cast<int*>(m.empty + 2);
+  m.mx_max = reinterpret_cast<u32*>(m.mx_shift + 2);
   return m;
 }
 
@@ -132,8 +139,8 @@ MLA_INLINE bool SyncMmaOr(bool x) {
 // back so that the product warpgroup can take 72 (240 + 2 x 128 <= 3 x 168).
 // setmaxnreg.inc waits until the registers are free: asking for more would
 // hang the CTA.
-constexpr int MX_PRODUCT_REGISTERS = 240;
-constexpr int MX_CONVERTER_REGISTERS = 128;
+constexpr int MX_PRODUCT_REGISTERS = 208;
+constexpr int MX_CONVERTER_REGISTERS = 144;
 static_assert(MX_PRODUCT_REGISTERS + 2 * MX_CONVERTER_REGISTERS <= 3 * 168,
               "the warpgroups' registers fit what the CTA holds at launch");
 template <int kRegisters, bool kIncrease>
@@ -170,7 +177,7 @@ MLA_INLINE void MbarWait(u64* bar, u32 parity) {
       "r"(parity)
       : "memory");
 }
-// MXFP4: bf16 tile use number g (counted over a CTA's work items, one per
+// MXFP4: e4m3 tile use number g (counted over a CTA's work items, one per
 // tile and one per epilogue) is tile g % 2, in round g / 2.
 MLA_INLINE int MxBuffer(int g) { return g & 1; }
 MLA_INLINE u32 MxParity(int g) { return static_cast<u32>(g >> 1) & 1u; }
@@ -252,14 +259,14 @@ MLA_INLINE void FenceProxyAsync() { asm volatile("fence.proxy.async.shared::cta;
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b.lo), "r"(b.hi), "r"(accumulate))
 MLA_INLINE void Mma(float (&d)[N / 2], const u32 (&a)[4], Desc b, int accumulate) {
   if (N == 16) {
-    if (FP8) {
+    if (E4M3_TILES) {
       MLA_WGMMA_M64N16K16("f16");
     } else {
       MLA_WGMMA_M64N16K16("bf16");
     }
   } else {
     float* x = d;  // N == 32: 16 accumulators
-    if (FP8) {
+    if (E4M3_TILES) {
       MLA_WGMMA_M64N32K16("f16");
     } else {
       MLA_WGMMA_M64N32K16("bf16");
@@ -287,7 +294,7 @@ MLA_INLINE float Exp2(float x) {
 }
 
 MLA_INLINE u32 PackOperand(float lo, float hi) {
-  return FP8 ? PackF16x2(lo, hi) : PackBf16x2(lo, hi);
+  return E4M3_TILES ? PackF16x2(lo, hi) : PackBf16x2(lo, hi);
 }
 
 // Running maximum of |x| over the eight bf16 values of `v`, kept as a bf16x2

@@ -5,21 +5,22 @@
 // each map is a bijection, the swizzled offsets are the hardware's, and every
 // 16-byte shared access of a warp reaches 8 different 16-byte bank groups in
 // each quarter warp (tests/unit/plan_wgmma_layout_test.cc).
-// kv_format: 0 bf16, 1 fp8, 2 MXFP4 (laid out as bf16: the path converts its
-// tiles to bf16 before either product reads them).
+// kv_format: 0 bf16, 1 fp8, 2 MXFP4 (laid out as fp8: the path converts its
+// tiles to e4m3 before either product reads them).
 #ifndef MLAJIT_KERNEL_TEMPLATES_MLA_WGMMA_LAYOUT_H_
 #define MLAJIT_KERNEL_TEMPLATES_MLA_WGMMA_LAYOUT_H_
 
 #include "mla_wgmma_rows_layout.h"  // MlaRowsKvOffset: the 128-byte swizzle
 
-// Bytes of one staged tile of 64 tokens: fp8 as stored (36 KB), 16-bit tiles
-// with 1152 bytes per token.
+// Bytes of one staged tile of 64 tokens: fp8 as stored and MXFP4 converted
+// to e4m3 (36 KB), bf16 tiles with 1152 bytes per token.
 MLA_HOST_DEVICE constexpr int MlaWgmmaStageBytes(int kv_format) {
   return 64 * MlaWgmmaTokenStride(kv_format);
 }
 
 // =============================================================================
-// fp8 tiles: S = K Q^T is an e4m3 wgmma reading the tile through descriptors
+// fp8 tiles (and MXFP4 tiles converted to e4m3): S = K Q^T is an e4m3 wgmma
+// reading the tile through descriptors
 // =============================================================================
 // Chunk c (codes 16c .. 16c + 15) of token t. Dims 0..511 are four blocks of
 // 128 codes in the 128-byte swizzle (the 64-row path's layout: 8 KB a block,
@@ -57,7 +58,7 @@ MLA_HOST_DEVICE constexpr int MlaWgmmaQ8Offset(int rows, int n, int d) {
 }
 
 // =============================================================================
-// 16-bit tiles (bf16, converted MXFP4): tokens whole, 16-byte chunks swizzled
+// 16-bit tiles (bf16): tokens whole, 16-byte chunks swizzled
 // =============================================================================
 // Chunk c of tile token t (0..63) lies at chunk MlaWgmmaChunkSlot of the
 // token's row. 128-bit shared loads are served per quarter warp (8 lanes);
@@ -92,7 +93,7 @@ MLA_HOST_DEVICE constexpr int MlaWgmmaVToken(int step, int lane, int t) {
 }
 // Bytes between consecutive tokens' rows where the V loads read.
 MLA_HOST_DEVICE constexpr int MlaWgmmaVTokenPitch(int kv_format) {
-  return kv_format == 1 ? 128 : MlaWgmmaTokenStride(kv_format);
+  return kv_format != 0 ? 128 : MlaWgmmaTokenStride(kv_format);
 }
 // Byte offset from the token's row of chunk h (bf16: 0 or 1) of those dims,
 // for r = lane >> 2, quad = lane & 3; the token's key depends only on
@@ -100,7 +101,7 @@ MLA_HOST_DEVICE constexpr int MlaWgmmaVTokenPitch(int kv_format) {
 // position r ^ (token % 8) (MlaWgmmaFp8Offset).
 MLA_HOST_DEVICE constexpr int MlaWgmmaVChunkOffset(int kv_format, int warp, int r, int quad,
                                                    int odd, int h) {
-  return kv_format == 1 ? warp * 8192 + ((r ^ (2 * quad + odd)) << 4)
+  return kv_format != 0 ? warp * 8192 + ((r ^ (2 * quad + odd)) << 4)
                         : ((16 * warp + 2 * r + h) ^ MlaWgmmaSwizzleKey(2 * quad + odd)) * 16;
 }
 

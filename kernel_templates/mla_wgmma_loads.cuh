@@ -18,7 +18,7 @@ constexpr int V_PITCH = MlaWgmmaVTokenPitch(KV_FORMAT);
 
 // ---- loads ----------------------------------------------------------------
 
-// Q rows [row_start, row_start + N) -> Smem::q: for fp8 KV as e4m3 codes
+// Q rows [row_start, row_start + N) -> Smem::q: for e4m3 tiles as e4m3 codes
 // (MlaWgmmaQ8Offset; bf16 Q as two terms scaled by a power of two), else as
 // bf16 in the permuted core-matrix layout (MlaWgmmaQOffset). Returns the
 // factor that undoes the scaling in the scores. Block-wide.
@@ -50,7 +50,7 @@ MLA_INLINE float LoadQ(const MlaDecodeParams& p, const MlaSeqInfo& s, int row_st
                       : make_uint4(0, 0, 0, 0);
     }
   }
-  // fp8 KV: bf16 Q becomes two e4m3 terms scaled into e4m3 range
+  // e4m3 tiles: bf16 Q becomes two e4m3 terms scaled into e4m3 range
   // (PowerOfTwoRangeScale, SplitE4m3x2), a8 its codes.
   float up = 1.0f, back = 1.0f;
   if (Q_SPLIT) {
@@ -69,7 +69,7 @@ MLA_INLINE float LoadQ(const MlaDecodeParams& p, const MlaSeqInfo& s, int row_st
     amax = fmaxf(fmaxf(sm.red[0], sm.red[1]), fmaxf(sm.red[2], sm.red[3]));
     PowerOfTwoRangeScale(amax, E4M3_Q_TOP, up, back);
   }
-  if (FP8) {
+  if (E4M3_TILES) {
     // Row n's codes of dims 8 c8 + 64 i .. + 7 are 8 contiguous bytes; the
     // low terms are rows N .. 2N - 1 of the product.
 #pragma unroll
@@ -263,7 +263,7 @@ MLA_INLINE void VFragments(const VRaw& v, u32 (&a)[8][4]) {
   }
 #pragma unroll
   for (int b = 0; b < 8; ++b) {
-    if (FP8) {
+    if (E4M3_TILES) {
       // Bytes 2b, 2b+1 (dims of rows r and r+8) of the k and k+1 tokens,
       // interleaved so that one conversion yields each register.
       const u32 sel = b % 2 == 0 ? 0x5140u : 0x7362u;

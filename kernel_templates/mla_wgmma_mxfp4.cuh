@@ -1,6 +1,17 @@
 // MXFP4 on the sm_90a swap-AB path (mla_decode_wgmma.cuh): converting
-// warpgroups turn tiles as stored into bf16 tiles that the first warpgroup's
-// products read exactly as they read bf16 KV.
+// warpgroups turn tiles as stored into e4m3 tiles, in fp8's stage layout,
+// that the first warpgroup's products read exactly as they read fp8 KV.
+//
+// A tile's 18 x 64 block scales are brought to one power of two first: with
+// s_max the tile's largest scale code, a block's elements become e4m3 codes
+// of e2m1 x 2^(s - s_max + 6), and the tile's values are its codes times
+// 2^(s_max - 133) (Smem::mx_shift), which the scores take in their scale and
+// O in its frame. Blocks within 14 powers of two of s_max convert exactly,
+// those below round to e4m3's subnormals (mla_mxfp4_lut.h has the bound).
+// The products then read one byte per element, as fp8's do: the S product is
+// one e4m3 wgmma on the tile, and V^T is converted to f16 in registers.
+// (Until RESULTS.md v30 the tiles were bf16, twice the bytes to store and to
+// read, and the products were the bf16 path's.)
 //
 // Hopper has no 4-bit MMA, and MXFP4 costs about two instructions per element
 // to decode, four times fp8's conversion. Converting in the product warpgroup,
@@ -13,14 +24,14 @@
 //
 // A converting warpgroup (threads 128 (c + 1) .. 128 (c + 2) - 1) runs the
 // CTA's work items in the same order as the product warpgroup and serves the
-// bf16 tile uses g (counted over the CTA) with MxBuffer(g) == c, every use
+// e4m3 tile uses g (counted over the CTA) with MxBuffer(g) == c, every use
 // when it is alone. Per tile it reads its share of the raw stage into
 // registers, copies a later tile into that stage (mla_mma::IssueMxTile: one
 // cp.async run per tile where tiles are runs of records, token by token
-// otherwise), and converts the share into bf16 tile g % 2. Two mbarriers per
-// bf16 tile hand it over: `full` when converted, `empty` when its products
+// otherwise), and converts the share into e4m3 tile g % 2. Two mbarriers per
+// e4m3 tile hand it over: `full` when converted, `empty` when its products
 // are done. Each item also takes one use without a tile: its epilogue stages
-// the output rows in that bf16 tile, while the next item's first tile is
+// the output rows in that tile, while the next item's first tile is
 // converted into the other.
 #ifndef MLAJIT_KERNEL_TEMPLATES_MLA_WGMMA_MXFP4_CUH_
 #define MLAJIT_KERNEL_TEMPLATES_MLA_WGMMA_MXFP4_CUH_
@@ -127,41 +138,52 @@ MLA_INLINE void LoadMxShare(const MlaDecodeParams& p, const MlaSeqInfo& s, int j
   sh.scale[2] = MlaPrmt(s2, s2, ssel);  // byte 0: scale 8
 }
 
-// Converts a share (one table per scale block, as the mma.sync path does)
-// into the bf16 tile at `dst`, in the bf16 staging layout; tokens at or past
-// the tile's valid count become zeros. The swizzle keys of 8 consecutive
-// tokens take only 4 values, so tokens 4..7 of each 8 store a block's four
-// chunks in the order 2, 3, 0, 1: a quarter warp's 8 stores (one block of 8
-// tokens) then reach 8 different bank groups. With two converting
-// warpgroups, where the conversion's arithmetic is no longer the bound, that
-// measured 3 % faster (RESULTS.md v19); with one it measured 2 % slower
-// (v18), and one keeps the plain order.
-MLA_INLINE void StoreMxShare(const MxShare& sh, u8* dst, int tid) {
+// The largest scale code of a share (0 for a token past the tile's end).
+MLA_INLINE u32 MxShareMaxScale(const MxShare& sh) {
+  const u32 m = __vmaxu4(__vmaxu4(sh.scale[0], sh.scale[1]), sh.scale[2] & 0xffu);
+  const u32 top = max(max(m & 0xffu, (m >> 8) & 0xffu), max((m >> 16) & 0xffu, m >> 24));
+  return sh.live ? top : 0u;
+}
+
+// Converts a share into the e4m3 tile at `dst`, in fp8's stage layout
+// (MlaWgmmaFp8Offset), with the tile's largest scale code `tile_max`; tokens
+// at or past the tile's valid count become zeros. A block (32 elements) is
+// two 16-byte chunks; a quarter warp's 8 stores (8 consecutive tokens, one
+// chunk each) reach 8 different bank groups in both swizzles.
+MLA_INLINE void StoreMxShare(const MxShare& sh, u8* dst, int tid, u32 tile_max) {
   const int tok = tid % TILE, half = tid / TILE;
-  u8* row = dst + tok * RAW_STRIDE;
-  const int rot = MX_CONVERTERS == 2 && (tok & 4) ? 2 : 0;
 #pragma unroll
   for (int k = 0; k < MX_SHARE_BLOCKS; ++k) {
     const int blk = MX_SHARE_BLOCKS * half + k;
-    uint4 w[4] = {};  // w[i]: chunk 4 blk + (i ^ rot)
+    uint4 w[2] = {};  // chunks 2 blk and 2 blk + 1
     if (sh.live) {
-      const u8 scale = static_cast<u8>(sh.scale[k / 4] >> (8 * (k % 4)));
-      const MlaMxTable table = mla_mma::MakeMxTable(scale);
+      const u32 scale = (sh.scale[k / 4] >> (8 * (k % 4))) & 0xffu;
+      // 2^e for e in [-40, 6]: a normal float's exponent field.
+      const int e = MlaMxShiftedExponent(static_cast<int>(scale), static_cast<int>(tile_max));
+      const float f = scale == 0xffu ? __uint_as_float(0x7fc00000u)
+                                     : __uint_as_float(static_cast<u32>(e + 127) << 23);
+      const MlaMxE4m3Table table = MlaMxE4m3TableFromPairs(
+          E4m3x2(0.0f * f, 0.5f * f), E4m3x2(f, 1.5f * f), E4m3x2(2.0f * f, 3.0f * f),
+          E4m3x2(4.0f * f, 6.0f * f));
+      u32 c[8];
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        const MlaMxWords m = MlaMxToBf16x8(rot ? sh.x[4 * k + (i ^ 2)] : sh.x[4 * k + i], table);
-        w[i] = make_uint4(m.w[0], m.w[1], m.w[2], m.w[3]);
+        const MlaMxE4m3Words m = MlaMxToE4m3x8(sh.x[4 * k + i], table);
+        c[2 * i] = m.lo;
+        c[2 * i + 1] = m.hi;
       }
+      w[0] = make_uint4(c[0], c[1], c[2], c[3]);
+      w[1] = make_uint4(c[4], c[5], c[6], c[7]);
     }
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      *reinterpret_cast<uint4*>(row + MlaWgmmaChunkSlot(tok, 4 * blk + (i ^ rot)) * 16) = w[i];
+    for (int i = 0; i < 2; ++i) {
+      *reinterpret_cast<uint4*>(dst + MlaWgmmaFp8Offset(tok, 2 * blk + i)) = w[i];
     }
   }
 }
 
 // Converting warpgroup c's whole run (threads 128 (c + 1) .. 128 (c + 2) - 1).
-// It serves the bf16 tile uses g with MxBuffer(g) == c (every use when there
+// It serves the e4m3 tile uses g with MxBuffer(g) == c (every use when there
 // is one converter): per work item, the tiles t with MxBuffer(g0 + t) == c,
 // g0 the item's first use. Its MX_STAGES_EACH raw stages hold its next tiles
 // in flight; a stage is copied into again as soon as every thread has read
@@ -194,12 +216,18 @@ MLA_INLINE void CopyAndConvertTiles(const MlaDecodeParams& p, const Smem& sm, in
       SyncConverter(c);  // stage k landed everywhere
       MxShare sh;
       LoadMxShare(p, s, j0, r.kv_hi - j0, stages + (k % MX_STAGES_EACH) * MX_STAGE_BYTES, tid, sh);
-      SyncConverter(c);  // every share of stage k is in registers
+      const u32 warp_max = __reduce_max_sync(0xffffffffu, MxShareMaxScale(sh));
+      if ((tid & 31) == 0) sm.mx_max[4 * c + tid / 32] = warp_max;
+      SyncConverter(c);  // every share of stage k is in registers, every warp's maximum written
       if (tile(k + MX_STAGES_EACH) < r.num_tiles) issue(k + MX_STAGES_EACH);
       CpAsyncCommit();
+      const u32 tile_max = max(max(sm.mx_max[4 * c], sm.mx_max[4 * c + 1]),
+                               max(sm.mx_max[4 * c + 2], sm.mx_max[4 * c + 3]));
       const int u = g + t, b = MxBuffer(u);  // b == c with two converters
       MbarWait(&sm.empty[b], MxParity(u) ^ 1u);  // the first round passes at once
-      StoreMxShare(sh, sm.raw + b * STAGE_BYTES, tid);
+      StoreMxShare(sh, sm.raw + b * STAGE_BYTES, tid, tile_max);
+      if (tid == 0) sm.mx_shift[b] = MlaMxTileExponent(static_cast<int>(tile_max));
+      FenceProxyAsync();  // the tile's generic stores -> the products' wgmma reads
       MbarArrive(&sm.full[b]);
     }
     // The epilogue's use: the tile is handed over as it is.

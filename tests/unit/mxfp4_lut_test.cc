@@ -88,5 +88,80 @@ TEST(Mxfp4Lut, SignedZeroAndNanScale) {
   }
 }
 
+// ---- e4m3 tiles: a tile-wide power-of-two shift, then one byte per element ----
+
+// As the kernel builds it (mla_wgmma_mxfp4.cuh), with the reference's
+// rounding to e4m3 (nearest even, saturating, NaN kept) in place of
+// cvt.rn.satfinite.e4m3x2.f32.
+MlaMxE4m3Table E4m3TableFor(uint8_t scale_code, uint8_t tile_max_code) {
+  const float f = scale_code == 0xff
+                      ? std::nanf("")
+                      : std::ldexp(1.0f, MlaMxShiftedExponent(scale_code, tile_max_code));
+  auto pair = [&](float lo, float hi) {
+    return static_cast<unsigned>(FloatToFp8E4m3(lo * f)) |
+           (static_cast<unsigned>(FloatToFp8E4m3(hi * f)) << 8);
+  };
+  return MlaMxE4m3TableFromPairs(pair(0.0f, 0.5f), pair(1.0f, 1.5f), pair(2.0f, 3.0f),
+                                 pair(4.0f, 6.0f));
+}
+
+// Element e of x through the table, as a value (times the tile's power of
+// two), against the reference decoder: exact for blocks within 14 powers of
+// two of the tile's largest scale, within 2^-10 of a code unit below that.
+void ExpectE4m3WordMatches(unsigned x, uint8_t scale_code, uint8_t tile_max_code) {
+  const MlaMxE4m3Words got = MlaMxToE4m3x8(x, E4m3TableFor(scale_code, tile_max_code));
+  const int unit = MlaMxTileExponent(tile_max_code);
+  for (int e = 0; e < 8; ++e) {
+    const uint8_t code = (x >> (4 * e)) & 15u;
+    const uint8_t have = static_cast<uint8_t>((e < 4 ? got.lo : got.hi) >> (8 * (e % 4)));
+    const double want = static_cast<double>(E2m1ToFloat(code)) * E8m0ToFloat(scale_code);
+    const double value = std::ldexp(static_cast<double>(Fp8E4m3ToFloat(have)), unit);
+    if (std::isnan(want)) {
+      EXPECT_EQ(have & 0x7fu, 0x7fu) << "scale " << int{scale_code} << " code " << int{code};
+      continue;
+    }
+    EXPECT_EQ(have >> 7, code >> 3) << "the sign, scale " << int{scale_code} << " code "
+                                    << int{code};
+    if (scale_code + 14 >= tile_max_code) {
+      EXPECT_EQ(value, want) << "scale " << int{scale_code} << " tile max " << int{tile_max_code}
+                             << " code " << int{code};
+    } else {
+      EXPECT_LE(std::fabs(value - want), std::ldexp(1.0, unit - 10))
+          << "scale " << int{scale_code} << " tile max " << int{tile_max_code} << " code "
+          << int{code};
+    }
+  }
+}
+
+TEST(Mxfp4Lut, E4m3TilesHoldEveryBlockWithinTheirShift) {
+  std::mt19937 rng(777);
+  for (int top : {0, 1, 14, 15, 100, 127, 200, 254}) {
+    const uint8_t tile_max = static_cast<uint8_t>(top);
+    for (int s = 0; s <= top; ++s) {
+      const uint8_t scale_code = static_cast<uint8_t>(s);
+      for (unsigned code = 0; code < 16; ++code) {
+        for (int shift = 0; shift < 8; ++shift) {
+          unsigned x = 0;
+          for (int e = 0; e < 8; ++e) {
+            x |= ((code + static_cast<unsigned>(e * shift)) & 15u) << (4 * e);
+          }
+          ExpectE4m3WordMatches(x, scale_code, tile_max);
+        }
+      }
+      for (int i = 0; i < 8; ++i) ExpectE4m3WordMatches(static_cast<unsigned>(rng()), scale_code, tile_max);
+    }
+  }
+  // The largest magnitude of the tile's largest block is 384, inside e4m3.
+  const MlaMxE4m3Words top = MlaMxToE4m3x8(0x77777777u, E4m3TableFor(200, 200));
+  EXPECT_EQ(Fp8E4m3ToFloat(static_cast<uint8_t>(top.lo)), 384.0f);
+  // A NaN scale (which is also the tile's largest code) makes NaN codes.
+  const MlaMxE4m3Words nans = MlaMxToE4m3x8(0x01234567u, E4m3TableFor(0xff, 0xff));
+  for (int e = 0; e < 8; ++e) {
+    EXPECT_EQ(((e < 4 ? nans.lo : nans.hi) >> (8 * (e % 4)) & 0x7fu), 0x7fu);
+  }
+  // -0 stays -0.
+  EXPECT_EQ(MlaMxToE4m3x8(0x88888888u, E4m3TableFor(120, 127)).lo, 0x80808080u);
+}
+
 }  // namespace
 }  // namespace mlajit::reference

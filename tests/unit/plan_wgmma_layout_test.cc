@@ -147,8 +147,8 @@ TEST(WgmmaLayout, Fp8QOffsetIsTheCoreMatrixLayout) {
 // ---- the V loads (fp8 and 16-bit tiles) ----------------------------------------
 
 TEST(WgmmaLayout, VLoadsReadTheirDimsWithoutBankConflicts) {
-  for (int kv : {0, 1}) {
-    const int elem_bytes = kv == 1 ? 1 : 2;
+  for (int kv : {0, 1, 2}) {  // MXFP4 tiles are e4m3 once converted
+    const int elem_bytes = kv == 0 ? 2 : 1;
     for (int warp = 0; warp < kWarps; ++warp) {
       for (int step = 0; step < kTile / 16; ++step) {
         for (int t = 0; t < 4; ++t) {
@@ -162,7 +162,7 @@ TEST(WgmmaLayout, VLoadsReadTheirDimsWithoutBankConflicts) {
               const int at = token * MlaWgmmaVTokenPitch(kv) +
                              MlaWgmmaVChunkOffset(kv, warp, r, quad, t % 2, h);
               const int want =
-                  kv == 1 ? MlaWgmmaFp8Offset(token, chunk)
+                  kv != 0 ? MlaWgmmaFp8Offset(token, chunk)
                           : token * MlaWgmmaTokenStride(kv) + 16 * MlaWgmmaChunkSlot(token, chunk);
               EXPECT_EQ(at, want) << "kv " << kv << " warp " << warp << " step " << step << " lane "
                                   << lane;
@@ -178,6 +178,17 @@ TEST(WgmmaLayout, VLoadsReadTheirDimsWithoutBankConflicts) {
 }
 
 // ---- 16-bit tiles (bf16; MXFP4 after conversion) ----------------------------
+
+TEST(WgmmaLayout, Mxfp4TilesAreE4m3TilesThatAlsoHoldTheStagedOutput) {
+  EXPECT_EQ(MlaWgmmaStageBytes(2), MlaWgmmaStageBytes(1));
+  for (int rows : {16, 32}) {
+    const int bytes = MlaWgmmaMxTileBytes(rows);
+    EXPECT_GE(bytes, MlaWgmmaStageBytes(2));
+    EXPECT_GE(bytes, rows * (512 + 4) * 4) << rows;  // the epilogue's staged rows
+    EXPECT_EQ(bytes % 1024, 0) << rows;               // the swizzles' alignment
+  }
+  EXPECT_EQ(MlaWgmmaMxTileBytes(16), MlaWgmmaStageBytes(1));
+}
 
 TEST(WgmmaLayout, SwizzlePermutesTheChunksOfEveryToken) {
   EXPECT_EQ(MlaWgmmaTokenStride(0), 1152);
