@@ -83,13 +83,14 @@ MLA_HOST_DEVICE inline MlaMxE4m3Table MlaMxE4m3TableFromPairs(unsigned p01, unsi
 }
 // Eight e2m1 codes (element 2i in the low nibble of byte i) -> eight e4m3
 // codes, element e in byte e % 4 of word e / 4. The magnitudes index the
-// table, the signs come in as MlaMxToBf16x8's do: 10 instructions per 8
-// elements, and half the bytes to store.
+// table, the signs come in as MlaMxToBf16x8's do: 9 instructions per 8
+// elements, and half the bytes to store. (prmt reads only the low 16 bits of
+// its selector, so one mask serves both halves.)
 struct MlaMxE4m3Words {
   unsigned lo, hi;
 };
 MLA_HOST_DEVICE inline MlaMxE4m3Words MlaMxToE4m3x8(unsigned x, const MlaMxE4m3Table& t) {
-  const unsigned sel_lo = x & 0x7777u, sel_hi = (x >> 16) & 0x7777u;
+  const unsigned sel_lo = x & 0x77777777u, sel_hi = sel_lo >> 16;
   const unsigned y = x << 4;
   const unsigned s_lo = MlaPrmt(y, x, 0xD9C8u), s_hi = MlaPrmt(y, x, 0xFBEAu);
   return {MlaPrmt(t.t0, t.t1, sel_lo) | (s_lo & 0x80808080u),

@@ -56,12 +56,13 @@ struct MxShare {
   bool live;
 };
 
-// 16-byte words a share's packed bytes are read with: the 144 bytes start at
-// an even offset q in a 16-byte word, so ten words always hold them.
-constexpr int MX_SHARE_CHUNKS = 10;
+// 4-byte words a share's packed bytes are read with: the 144 bytes start at
+// an even offset, so 37 words from the 4-byte boundary at or below always
+// hold them.
+constexpr int MX_SHARE_WORDS = 4 * MX_SHARE_BLOCKS + 1;
 // Every read stays inside the stage, without a bound check. A share's reads
-// end at most 308 bytes after its record's start: the window 160 bytes from
-// the 16-byte boundary at or below record byte 144, the scale words 12 bytes
+// end at most 308 bytes after its record's start: the words 148 bytes from
+// the 4-byte boundary at or below record byte 144, the scale words 12 bytes
 // from the 4-byte boundary below record byte 297, i.e. byte 308 for a record
 // starting at 0 mod 4 and 306 for one at 2 mod 4. In a run of records the
 // last token's record starts at most 14 + 63 x 306 bytes into the stage (the
@@ -81,51 +82,33 @@ static_assert(!MX || (14 + (TILE - 1) * MXFP4_TOKEN_BYTES + 308 <= MX_STAGE_BYTE
 // conversions have independent work to interleave: converting block by block
 // (each one's loads after the previous one's stores, which the compiler
 // cannot reorder) ran at about one instruction per six cycles per warp
-// (RESULTS.md v18). The conversions are bound by shared-memory traffic now, so
-// the share is read in as few, wide loads as its 2-byte alignment allows: ten
-// 16-byte loads of the window that holds the packed bytes (the stage is
-// 16-byte aligned: IssueMxTile fills it with cp.async) and three 4-byte loads
-// of the scale bytes: 13 loads per thread and tile, against 54 narrow ones
-// when a thread took every other block of its token (7 % faster flat, 21 %
-// with pages of one token, RESULTS.md v24). The window is shifted down by q
-// bytes in registers, with selects on q's bits (8, 4) and a byte permute (2):
-// indexing a register array by q would put it in local memory. A quarter
-// warp's 16-byte loads (8 consecutive records, 306 bytes apart) reach 8
-// different bank groups when the run of records starts 16-byte aligned, and
-// conflict two-way otherwise; 320 bytes apart (token by token), they conflict
-// four-way. Tokens at or past `valid` are read as well (stale bytes, never
-// converted).
+// (RESULTS.md v18). The packed bytes are read as 37 words from the 4-byte
+// boundary at or below them and shifted down by 2 bytes where they start at
+// 2 mod 4, one byte permute per word; the scale bytes as three words. Since
+// the tiles became e4m3 (v30) the SM's integer pipe is what bounds MXFP4
+// (ncu: 67 % busy, math-pipe stalls), and this costs 74 fewer of its
+// instructions per thread and tile than ten 16-byte loads realigned with
+// selects (v24, when shared-memory traffic was the bound and the wide loads
+// were 7 % faster): (128,1,8192,16) 230 -> 220 us. Tokens at or past `valid`
+// are read as well (stale bytes, never converted).
 MLA_INLINE void LoadMxShare(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0, int valid,
                             const u8* stage, int tid, MxShare& sh) {
   static_assert(NUM_THREADS == 2 * TILE && HEAD_DIM_QK / 32 == 2 * MX_SHARE_BLOCKS,
                 "two threads per token");
-  static_assert(MX_SHARE_BLOCKS * 16 + 14 <= MX_SHARE_CHUNKS * 16, "the window holds the share");
+  static_assert(MX_SHARE_BLOCKS * 16 + 2 <= MX_SHARE_WORDS * 4, "the words hold the share");
   const mla_mma::MxTileLayout mx = mla_mma::MxLayoutOf(p, s, j0);
   const int tok = tid % TILE, half = tid / TILE;
   sh.live = tok < valid;
   const u8* record = stage + (sh.live ? mla_mma::MxRecordOffset(p, s, j0, mx, tok) : 0);
   const u8* bytes = record + half * (MX_SHARE_BLOCKS * 16);
-  const u32 q = static_cast<u32>(reinterpret_cast<unsigned long long>(bytes) & 15);
-  const uint4* window = reinterpret_cast<const uint4*>(bytes - q);
-  u32 w[4 * MX_SHARE_CHUNKS];
+  const u32 q = static_cast<u32>(reinterpret_cast<unsigned long long>(bytes) & 3);  // 0 or 2
+  const u32* words = reinterpret_cast<const u32*>(bytes - q);
+  u32 w[MX_SHARE_WORDS];
 #pragma unroll
-  for (int i = 0; i < MX_SHARE_CHUNKS; ++i) {
-    const uint4 v = window[i];
-    w[4 * i] = v.x;
-    w[4 * i + 1] = v.y;
-    w[4 * i + 2] = v.z;
-    w[4 * i + 3] = v.w;
-  }
-  constexpr int OUT = 4 * MX_SHARE_BLOCKS;  // 36 words out of 40
-  u32 y[OUT + 2];                           // shifted by q & 8
+  for (int i = 0; i < MX_SHARE_WORDS; ++i) w[i] = words[i];
+  const u32 sel = q ? 0x5432u : 0x3210u;
 #pragma unroll
-  for (int i = 0; i < OUT + 2; ++i) y[i] = (q & 8) ? w[i + 2] : w[i];
-  u32 z[OUT + 1];  // by q & 12
-#pragma unroll
-  for (int i = 0; i < OUT + 1; ++i) z[i] = (q & 4) ? y[i + 1] : y[i];
-  const u32 sel = (q & 2) ? 0x5432u : 0x3210u;
-#pragma unroll
-  for (int i = 0; i < OUT; ++i) sh.x[i] = MlaPrmt(z[i], z[i + 1], sel);
+  for (int i = 0; i < MX_SHARE_WORDS - 1; ++i) sh.x[i] = MlaPrmt(w[i], w[i + 1], sel);
   // The scale bytes (record bytes 288 + 9 half ..) start at any offset a in a
   // 4-byte word: three words hold them, shifted down by a with byte permutes.
   const u8* scales = record + MXFP4_PACKED_BYTES + half * MX_SHARE_BLOCKS;
