@@ -1,5 +1,7 @@
 // MXFP4 -> bf16 through byte-permute lookup tables, as the mma.sync path's
-// ConvertKvTile (mla_decode_mma.cuh) dequantises. Plain C++ (mla_params.h
+// ConvertKvTile (mla_decode_mma.cuh) dequantises, and MXFP4 -> e4m3 (after a
+// power-of-two shift per tile), as the wgmma path's converting warpgroups
+// (mla_wgmma_mxfp4.cuh) do. Plain C++ (mla_params.h
 // only): the permute is PTX prmt on the GPU and an emulation of it on the CPU,
 // so that tests/unit/mxfp4_lut_test.cc checks the tables and selectors
 // against the reference decoder for every scale code.

@@ -125,13 +125,14 @@ TileShape ChooseTiles(const std::string& arch, int rows_per_sequence, KvFormat k
   if (arch == "sm_90a" && (kv_format != KvFormat::kMxfp4 || rows_per_sequence <= 32)) {
     // Warpgroup MMA with the KV tile as M (mla_decode_wgmma.cuh): one 4-warp
     // CTA per tile of 16 or 32 query rows. Two stages: fp8 then fits two CTAs
-    // per SM. MXFP4 adds warpgroups that convert tiles to bf16 (two bf16
-    // tiles of 72 KB: one CTA per SM): two, one per bf16 tile with a raw stage
-    // each, for 16-row tiles (H200, RESULTS.md v19: (128,1,8192,16) 414 ->
-    // 316 us). 32-row tiles, whose product code spills at the 240 registers
-    // that two converting warpgroups leave it, take two only from 16 wide
-    // units per SM, else one with two raw stages (RESULTS.md v20: two won by
-    // 3.4 % at 31 units per SM, tied at 15.5, lost by 2-3 % at 3.9 and 7.8).
+    // per SM. MXFP4 adds warpgroups that convert tiles (to e4m3 since v30;
+    // two converted tiles, one CTA per SM): two, one per converted tile with
+    // a raw stage each, for 16-row tiles (H200, RESULTS.md v19: (128,1,8192,16)
+    // 414 -> 316 us; v30: two raw stages each measured the same). 32-row
+    // tiles, whose product code spills at the registers that two converting
+    // warpgroups leave it, take two only from 16 wide units per SM, else one
+    // with two raw stages (RESULTS.md v20, with bf16 tiles: two won by 3.4 %
+    // at 31 units per SM, tied at 15.5, lost by 2-3 % at 3.9 and 7.8).
     const bool mxfp4 = kv_format == KvFormat::kMxfp4;
     auto shape = [&](int block_m) {
       t.block_m = block_m;
