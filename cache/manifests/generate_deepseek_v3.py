@@ -37,13 +37,15 @@ def tiles(arch, rows, kv, page):
     for small batches of more rows too)."""
     if not (arch.startswith("sm_") and int(arch[3:].rstrip("a")) >= 80):
         return [(16, 16, 8, 2)]
-    if arch == "sm_90a" and kv == "mxfp4" and rows <= 32:
-        # swap-AB warpgroup MMA on tiles converted to bf16 by two warpgroups
-        # (16-row tiles; 32-row tiles of large batches) or one (32-row tiles
-        # of smaller batches)
+    if arch == "sm_90a" and kv == "mxfp4":
+        # swap-AB warpgroup MMA on tiles converted to e4m3 by two warpgroups
+        # (16-row tiles) or one (32-row tiles, every row count above 16; up to
+        # 32 rows, small batches take 16-row tiles)
         if rows <= 16:
             return [(16, 64, 12, 2)]
-        return [(32, 64, 12, 2), (32, 64, 8, 2), (16, 64, 12, 2)]
+        if rows > 32:
+            return [(32, 64, 8, 2)]
+        return [(32, 64, 8, 2), (16, 64, 12, 2)]
     if arch == "sm_90a" and kv != "mxfp4":  # the warpgroup-MMA paths
         if rows > 32 and kv == "fp8_e4m3":
             return [(64, 64, 12, 3)]  # rows as M: a scorer and two accumulators

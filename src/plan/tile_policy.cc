@@ -122,22 +122,25 @@ TileShape ChooseTiles(const std::string& arch, int rows_per_sequence, KvFormat k
     t.ctas_per_sm = CtasPerSm(arch, t);
     return t;
   }
-  if (arch == "sm_90a" && (kv_format != KvFormat::kMxfp4 || rows_per_sequence <= 32)) {
+  if (arch == "sm_90a") {
     // Warpgroup MMA with the KV tile as M (mla_decode_wgmma.cuh): one 4-warp
     // CTA per tile of 16 or 32 query rows. Two stages: fp8 then fits two CTAs
     // per SM. MXFP4 adds warpgroups that convert tiles (to e4m3 since v30;
     // two converted tiles, one CTA per SM): two, one per converted tile with
     // a raw stage each, for 16-row tiles (H200, RESULTS.md v19: (128,1,8192,16)
-    // 414 -> 316 us; v30: two raw stages each measured the same). 32-row
-    // tiles, whose product code spills at the registers that two converting
-    // warpgroups leave it, take two only from 16 wide units per SM, else one
-    // with two raw stages (RESULTS.md v20, with bf16 tiles: two won by 3.4 %
-    // at 31 units per SM, tied at 15.5, lost by 2-3 % at 3.9 and 7.8).
+    // 414 -> 316 us; v30: two raw stages each measured the same); one, with
+    // two raw stages, for 32-row tiles, whose product code spills at the
+    // registers two converting warpgroups leave it (v30, the q_len 4 cases:
+    // 8 warps 12-18 % faster than 12 at 31 to 248 units per SM; with bf16
+    // tiles v20 had found 12 warps 3.4 % faster from 16 units per SM).
+    // MXFP4 with more than 32 rows per sequence takes 32-row tiles too (v30:
+    // 18-27 % faster than the mma.sync path's 64-row tiles on the q_len 4
+    // cases, although each KV tile is converted once per row tile).
     const bool mxfp4 = kv_format == KvFormat::kMxfp4;
     auto shape = [&](int block_m) {
       t.block_m = block_m;
       t.block_n = 64;
-      t.num_warps = !mxfp4 ? 4 : block_m == 16 || !SmallBatchPerSm(work, 16) ? 12 : 8;
+      t.num_warps = !mxfp4 ? 4 : block_m == 16 ? 12 : 8;
       t.num_stages = 2;
       t.smem_bytes = MlaWgmmaSmemBytes(static_cast<int>(kv_format), t.block_m, t.num_stages);
       t.ctas_per_sm = CtasPerSm(arch, t);

@@ -89,8 +89,14 @@ std::vector<plan::TileShape> Candidates(const std::string& arch, int rows, KvFor
     if (rows > 32) {
       for (const Tiles& s : kWgmmaRowsTiles) add_tiles(s);
     }
-  } else if (arch == "sm_90a" && rows <= 32) {
+  } else if (arch == "sm_90a") {
+    // MXFP4: the swap-AB tiles (the policy's since v30 for every row count),
+    // and for tall rows the mma.sync path's 64-row tiles, which convert each
+    // KV tile once for 64 rows.
     for (const Tiles& s : kMxfp4WgmmaTiles) add_tiles(s);
+    if (rows > 32) {
+      for (const Tiles& s : kMmaTiles) add_tiles(s);
+    }
   } else {
     for (const Tiles& s : kMmaTiles) add_tiles(s);
   }

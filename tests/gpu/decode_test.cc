@@ -124,16 +124,6 @@ TEST_F(GpuDecodeTest, SixtyFourRowTiles) {
   }
 }
 
-TEST_F(GpuDecodeTest, Mxfp4LargeRowTiles) {
-  // MXFP4 with more than 32 rows per sequence takes 64-row mma.sync tiles
-  // (64 x 64 tokens on Hopper): full and part-filled tiles, a split
-  // sequence, and paged caches whose pages hold fewer tokens than a tile.
-  for (Shape sh : {Shape{16, 4, 3000, 4, 0}, Shape{32, 3, 700, 6, 16}, Shape{128, 1, 20000, 1, 0},
-                   Shape{16, 4, 1500, 3, 1}, Shape{64, 1, 900, 5, 64}}) {
-    ExpectMatches(WithShape(KvFormat::kMxfp4, QMode::kBf16, sh));
-  }
-}
-
 // Runs `c` through its plan against the CPU reference and returns the plan's
 // description (mlajit_plan_describe_json), for tests of which tiles run.
 std::string ExpectMatchesAndDescribe(DecodeHarness& h, BatchConfig c) {
@@ -153,6 +143,33 @@ std::string ExpectMatchesAndDescribe(DecodeHarness& h, BatchConfig c) {
 bool OnHopper(DecodeHarness& h) {
   absl::StatusOr<gpu::DeviceProperties> props = h.backend()->GetDeviceProperties(0);
   return props.ok() && props->arch == "sm_90a";
+}
+
+TEST_F(GpuDecodeTest, Mxfp4LargeRowTiles) {
+  // MXFP4 with more than 32 rows per sequence: on Hopper the policy's 32-row
+  // swap-AB tiles (8 warps; several row tiles per sequence, the last one
+  // part-filled at 48 rows), and the 64 x 64 mma.sync tiles that the tuner
+  // may pick there (and that the policy picks elsewhere): full and
+  // part-filled tiles, a split sequence, and paged caches whose pages hold
+  // fewer tokens than a tile.
+  const Shape shapes[] = {Shape{16, 4, 3000, 4, 0}, Shape{32, 3, 700, 6, 16},
+                          Shape{128, 1, 20000, 1, 0}, Shape{16, 4, 1500, 3, 1},
+                          Shape{64, 1, 900, 5, 64}};
+  for (Shape sh : shapes) {
+    const std::string plan =
+        ExpectMatchesAndDescribe(*harness_, WithShape(KvFormat::kMxfp4, QMode::kBf16, sh));
+    if (OnHopper(*harness_)) {
+      EXPECT_EQ(IntField(plan, "block_m"), 32) << plan;
+      EXPECT_EQ(IntField(plan, "num_warps"), 8) << plan;
+    }
+  }
+  if (!OnHopper(*harness_)) return;  // 64 x 64 MXFP4 tiles need Hopper's shared memory
+  ScopedEnv env("MLAJIT_TILES", "64,64,8,2,1");
+  for (Shape sh : shapes) {
+    const std::string plan =
+        ExpectMatchesAndDescribe(*harness_, WithShape(KvFormat::kMxfp4, QMode::kBf16, sh));
+    EXPECT_EQ(IntField(plan, "block_m"), 64) << plan;
+  }
 }
 
 TEST_F(GpuDecodeTest, MmaSyncTilesEveryKvFormat) {
@@ -195,12 +212,11 @@ TEST_F(GpuDecodeTest, Fp8RowTilesFollowTheBatch) {
 
 TEST_F(GpuDecodeTest, Mxfp4TilesOfUpTo32Rows) {
   // MXFP4 with at most 32 rows per sequence on Hopper (tile_policy.cc): the
-  // swap-AB path, 32-row tiles with one converting warpgroup (8 warps) or,
-  // from 16 wide units per SM, two (12 warps), or 16-row tiles with two for
-  // up to 16 rows and below 2 wide units per SM (fixed lengths: 2142, 1008,
-  // 504 and 252 wide units against 2112 and 264 on 132 SMs); every page size;
-  // 8011 tokens end in a part tile and split. Elsewhere the mma.sync path's
-  // 32 x 32 tiles.
+  // swap-AB path, 32-row tiles with one converting warpgroup (8 warps), or
+  // 16-row tiles with two (12 warps) for up to 16 rows and below 2 wide
+  // units per SM (fixed lengths: 2142, 1008, 504 and 252 wide units against
+  // 264 on 132 SMs); every page size; 8011 tokens end in a part tile and
+  // split. Elsewhere the mma.sync path's 32 x 32 tiles.
   struct Case {
     Shape shape;
     bool fixed;
@@ -210,7 +226,7 @@ TEST_F(GpuDecodeTest, Mxfp4TilesOfUpTo32Rows) {
   for (const Case& k :
        {Case{{32, 1, 8011, 8, 0}, true, 32, 8}, Case{{32, 1, 8011, 4, 0}, true, 32, 8},
         Case{{32, 1, 8011, 2, 0}, true, 16, 12}, Case{{16, 2, 3000, 4, 64}, false, 16, 12},
-        Case{{16, 2, 8011, 8, 1}, true, 32, 8}, Case{{16, 2, 8011, 17, 64}, true, 32, 12},
+        Case{{16, 2, 8011, 8, 1}, true, 32, 8}, Case{{16, 2, 8011, 17, 64}, true, 32, 8},
         Case{{32, 1, 700, 6, 16}, false, 16, 12}}) {
     BatchConfig c = WithShape(KvFormat::kMxfp4, QMode::kBf16, k.shape);
     if (k.fixed) c.lengths = LengthDistribution::kFixed;

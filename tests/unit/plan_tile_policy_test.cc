@@ -52,9 +52,9 @@ TEST(TilePolicy, FitsSharedMemoryOfEachArchitecture) {
           EXPECT_EQ(t.num_warps, 8);
           EXPECT_EQ(t.ctas_per_sm, 1);
           EXPECT_EQ(t.smem_bytes, MlaWgmmaRowsSmemBytes(static_cast<int>(f), t.num_stages));
-        } else if (std::string(arch) == "sm_90a" && (f != KvFormat::kMxfp4 || rows <= 32)) {
-          // Hopper's swap-AB warpgroup-MMA path: 16 or 32 rows per tile, fp8
-          // two CTAs per SM, MXFP4 one of two warpgroups.
+        } else if (std::string(arch) == "sm_90a") {
+          // Hopper's swap-AB warpgroup-MMA path (MXFP4 at every row count):
+          // 16 or 32 rows per tile, fp8 two CTAs per SM, MXFP4 one.
           EXPECT_TRUE(wgmma) << rows;
           EXPECT_FALSE(wgmma_rows) << rows;
           EXPECT_EQ(t.smem_bytes, MlaWgmmaSmemBytes(static_cast<int>(f), t.block_m,
@@ -63,9 +63,9 @@ TEST(TilePolicy, FitsSharedMemoryOfEachArchitecture) {
           if (f == KvFormat::kFp8E4m3) {
             EXPECT_EQ(t.ctas_per_sm, 2);
           }
-          // MXFP4: two converting warpgroups (12 warps) for 16-row tiles and,
-          // in plans sized by limits (taken as large batches), 32-row ones.
-          EXPECT_EQ(t.num_warps, f != KvFormat::kMxfp4 ? 4 : 12);
+          // MXFP4: two converting warpgroups (12 warps) for 16-row tiles, one
+          // (8 warps) for 32-row ones.
+          EXPECT_EQ(t.num_warps, f != KvFormat::kMxfp4 ? 4 : t.block_m == 16 ? 12 : 8) << rows;
           if (f == KvFormat::kMxfp4) {
             EXPECT_EQ(t.ctas_per_sm, 1);
           }
@@ -74,10 +74,6 @@ TEST(TilePolicy, FitsSharedMemoryOfEachArchitecture) {
           EXPECT_FALSE(wgmma_rows) << arch;
           EXPECT_EQ(t.smem_bytes, MlaMmaSmemBytes(static_cast<int>(f), t.block_m, t.block_n,
                                                   t.num_stages));
-        }
-        if (std::string(arch) == "sm_90a" && f == KvFormat::kMxfp4) {
-          // Hopper fits the largest mma.sync tiles: up to 64 rows of a sequence in one tile.
-          EXPECT_GE(t.block_m, rows < 64 ? rows : 64) << rows;
         }
       }
     }
@@ -189,26 +185,24 @@ TEST(TilePolicy, SmallBatchesTakeNarrowRowTilesOnTheWgmmaPath) {
             ChooseTiles("sm_80", 32, KvFormat::kMxfp4).block_m);
 }
 
-TEST(TilePolicy, Mxfp4UpTo32RowsOnHopperTakeSwapAbTiles) {
+TEST(TilePolicy, Mxfp4OnHopperTakesSwapAbTilesAtEveryRowCount) {
   // Every page size: the swap-AB path with converting warpgroups, one CTA per
   // SM: 16-row tiles with two (12 warps, a raw stage each), 32-row tiles with
-  // two from 16 wide units per SM (and for plans sized by limits), else one
-  // (8 warps, as many raw stages as fit: 2); 16 rows below 2 wide units per
-  // SM.
+  // one (8 warps, two raw stages); up to 32 rows, 16-row tiles below 2 wide
+  // units per SM; more rows always take 32-row tiles.
   const BatchWork small{4 * 16, 132}, large{32 * 16, 132};  // (4|32,1,1024,32)
   const BatchWork edge_below{2 * 132 - 1, 132}, edge{2 * 132, 132};
   const BatchWork huge_below{16 * 132 - 1, 132}, huge{16 * 132, 132};
   for (int page : {0, 1, 16, 64, 128}) {
-    for (int rows : {1, 16, 17, 32}) {
+    for (int rows : {1, 16, 17, 32, 33, 64, 128}) {
       for (const BatchWork* w : {&small, &large, &edge_below, &edge, &huge_below, &huge,
                                  static_cast<const BatchWork*>(nullptr)}) {
         const TileShape t = ChooseTiles("sm_90a", rows, KvFormat::kMxfp4, w, page);
         EXPECT_TRUE(RunsWgmmaPath("sm_90a", KvFormat::kMxfp4, t.block_m, t.block_n, t.num_warps))
             << page << " " << rows;
-        const bool small_batch = w == &small || w == &edge_below;
+        const bool small_batch = rows <= 32 && (w == &small || w == &edge_below);
         EXPECT_EQ(t.block_m, rows <= 16 || small_batch ? 16 : 32) << page << " " << rows;
-        const bool two_converters = t.block_m == 16 || w == &huge || w == nullptr;
-        EXPECT_EQ(t.num_warps, two_converters ? 12 : 8) << page << " " << rows;
+        EXPECT_EQ(t.num_warps, t.block_m == 16 ? 12 : 8) << page << " " << rows;
         EXPECT_EQ(t.num_stages, 2);
         EXPECT_EQ(t.ctas_per_sm, 1);
         EXPECT_EQ(t.smem_bytes, MlaWgmmaSmemBytes(2, t.block_m, t.num_stages));
@@ -216,14 +210,13 @@ TEST(TilePolicy, Mxfp4UpTo32RowsOnHopperTakeSwapAbTiles) {
       }
     }
   }
-  // fp8 and bf16 keep one warpgroup; more rows, and other architectures,
-  // keep their paths.
+  // fp8 and bf16 keep one warpgroup; other architectures keep their paths.
   EXPECT_FALSE(MlaWgmmaEligible(2, 32, 64, 4));
   EXPECT_FALSE(MlaWgmmaEligible(1, 32, 64, 8));
   EXPECT_FALSE(MlaWgmmaEligible(1, 16, 64, 12));
   EXPECT_FALSE(MlaWgmmaEligible(2, 64, 64, 12));
-  const TileShape tall = ChooseTiles("sm_90a", 64, KvFormat::kMxfp4);
-  EXPECT_FALSE(RunsWgmmaPath("sm_90a", KvFormat::kMxfp4, tall.block_m, tall.block_n,
+  const TileShape tall = ChooseTiles("sm_80", 64, KvFormat::kMxfp4);
+  EXPECT_FALSE(RunsWgmmaPath("sm_80", KvFormat::kMxfp4, tall.block_m, tall.block_n,
                              tall.num_warps));
   EXPECT_EQ(ChooseTiles("sm_80", 32, KvFormat::kMxfp4, &large).block_n, 32);
 }
