@@ -183,55 +183,160 @@ MLA_INLINE void LoadQTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int row
   }
 }
 
+// cp.async of 4 or 8 bytes at their own alignment (through L1: .cg is 16 only).
+template <int BYTES>
+MLA_INLINE void CpAsyncSmall(void* dst, const void* src) {
+  static_assert(BYTES == 4 || BYTES == 8, "cp.async.ca copies 4, 8 or 16 bytes");
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(SmemAddr(dst)), "l"(src),
+               "n"(BYTES));
+}
+
+// MXFP4 records are 306 bytes at 2-byte alignment, so a run of them starts
+// and ends inside 16-byte chunks. A whole-chunk copy of those edge chunks
+// would read up to 14 bytes before or after the run: harmless on the
+// hardware (a chunk never crosses a page), but outside the caller's buffer
+// where the run is its first or last record, which compute-sanitizer reports
+// (and where it stops the kernel). The edges are copied exactly instead: 8-
+// and 4-byte cp.async at their alignment, and the one 2-byte piece a
+// record's edges hold (306 is 2 mod 4: a record either starts or ends at 2
+// mod 4) by a plain load whose shared-memory store waits (MxPieces) until the
+// stage is about to be read, so that no thread stalls on it when issuing.
+// A thread holds up to two pending pieces per stage (MxPieces): in the copy
+// below, 128 threads meet a given chunk of a 20-chunk span at most twice per
+// 64-token tile (a third stores one at once). A piece's value register is
+// written by its load and read only by its store: any instruction reading it
+// earlier (packing it with its offset, moving it, selecting it) waits for the
+// load, which made the copy 1.5-2x slower with pages of 1 and 16 tokens.
+struct MxPieces {
+  static constexpr u32 kNone = 0xffffu;
+  u32 ats;             // byte offsets in the stage: piece 0 low half, 1 high (kNone: empty)
+  u32 value0, value1;  // the pieces' bytes
+};
+MLA_INLINE MxPieces NoMxPieces() { return {MxPieces::kNone * 0x10001u, 0, 0}; }
+// Stores the pieces of `stage` (just before it is read) and forgets them.
+MLA_INLINE void StoreMxPieces(MxPieces& pieces, u8* stage) {
+  const u32 at0 = pieces.ats & 0xffffu, at1 = pieces.ats >> 16;
+  if (at0 != MxPieces::kNone) *reinterpret_cast<u16*>(stage + at0) = static_cast<u16>(pieces.value0);
+  if (at1 != MxPieces::kNone) *reinterpret_cast<u16*>(stage + at1) = static_cast<u16>(pieces.value1);
+  pieces = NoMxPieces();
+}
+// `dst` = the two bytes at src (zero-extended) where `pred`; else unchanged.
+// Predicated in PTX so that the compiler can neither load into a temporary
+// and select (both places take the same load, which it would hoist) nor
+// read `dst` before the load lands.
+MLA_INLINE void LoadU16If(u32& dst, const void* src, bool pred) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %2, 0;\n @p ld.global.u16 %0, [%1];\n}\n"
+      : "+r"(dst)
+      : "l"(src), "r"(static_cast<int>(pred)));
+}
+// Loads the two bytes at src into a free place of `pieces`, for stage + at.
+MLA_INLINE void TakeMxPiece(MxPieces& pieces, u8* stage, int at, const u8* src) {
+  static_assert(64 * MlaRawTokenStride(KV_FORMAT_MXFP4) < MxPieces::kNone, "offsets fit 16 bits");
+  const bool first_free = (pieces.ats & 0xffffu) == MxPieces::kNone;
+  if (!first_free && (pieces.ats >> 16) != MxPieces::kNone) {
+    // A third piece (IssueMxTile never makes one): the second is stored now.
+    *reinterpret_cast<u16*>(stage + (pieces.ats >> 16)) = static_cast<u16>(pieces.value1);
+  }
+  LoadU16If(pieces.value0, src, first_free);
+  LoadU16If(pieces.value1, src, !first_free);
+  pieces.ats = first_free ? (pieces.ats & 0xffff0000u) | static_cast<u32>(at)
+                          : (pieces.ats & 0xffffu) | static_cast<u32>(at) << 16;
+}
+
+// Copies bytes [lo, hi) (even, within 16) of the 16-byte-aligned chunk at src
+// to the same bytes of the chunk at stage + at: a leading edge (hi == 16) or
+// a trailing one (lo == 0). Its 2-byte piece, if any, goes to `pieces`.
+MLA_INLINE void CopyChunkEdge(u8* stage, int at, const u8* src, int lo, int hi,
+                              MxPieces& pieces) {
+  u8* dst = stage + at;
+  auto take_piece = [&](int b) { TakeMxPiece(pieces, stage, at + b, src + b); };
+  // Leading edge: up to 2, 4 and 8 bytes to the chunk's end; trailing: 8, 4, 2.
+  if (lo & 2) {
+    take_piece(lo);
+    lo += 2;
+  }
+  if ((lo & 4) && lo + 4 <= hi) {
+    CpAsyncSmall<4>(dst + lo, src + lo);
+    lo += 4;
+  }
+  if (lo + 8 <= hi) {
+    CpAsyncSmall<8>(dst + lo, src + lo);
+    lo += 8;
+  }
+  if (lo + 4 <= hi) {
+    CpAsyncSmall<4>(dst + lo, src + lo);
+    lo += 4;
+  }
+  if (lo + 2 <= hi) take_piece(lo);
+}
+
+// Copies the bytes [first, end) (2-byte aligned) to stage + (address mod 16
+// onwards): whole 16-byte chunks by cp.async, spread over the `threads`
+// threads from `tid`; the edges by threads `head_tid` and `tail_tid`
+// (CopyChunkEdge).
+MLA_INLINE void CopyRecordRun(u8* stage, const u8* first, const u8* end, int tid, int threads,
+                              int head_tid, int tail_tid, MxPieces& pieces) {
+  const u8* base = first - (reinterpret_cast<unsigned long long>(first) & 15);
+  const int head = static_cast<int>(first - base);                                   // 0..14
+  const int tail = static_cast<int>(reinterpret_cast<unsigned long long>(end) & 15);  // 0..14
+  const int whole_hi = static_cast<int>((end - base) / 16);  // chunks [head > 0, whole_hi) are whole
+  for (int ch = (head > 0 ? 1 : 0) + tid; ch < whole_hi; ch += threads) {
+    CpAsync16(stage + ch * 16, base + ch * 16, true);
+  }
+  // (A run is at least one 306-byte record: its edges are different chunks.)
+  if (head > 0 && tid == head_tid) CopyChunkEdge(stage, 0, base, head, 16, pieces);
+  if (tail > 0 && tid == tail_tid) {
+    CopyChunkEdge(stage, whole_hi * 16, base + whole_hi * 16, 0, tail, pieces);
+  }
+}
+
 // MXFP4: starts loading the `valid` tokens j0.. of a BLOCK_N-token tile into
 // `stage` (BLOCK_N x RAW_STRIDE bytes), by `threads` threads, this one `tid`.
+// No byte outside the tokens' records is read. 2-byte pieces are left in
+// `pieces` (StoreMxPieces before the stage is read).
 // Also used by the sm_90a swap-AB path's converting warpgroups (mla_wgmma_mxfp4.cuh).
 MLA_INLINE void IssueMxTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0, int valid,
-                            u8* stage, int tid, int threads) {
+                            u8* stage, int tid, int threads, MxPieces& pieces) {
   const u8* kv = static_cast<const u8*>(p.kv);
   if (MX_CONTIGUOUS) {
-    // Tokens j0.. are consecutive 306-byte records: copy the 16-byte-aligned
-    // span that holds them (the conversion skips the leading offset), reading
-    // nothing past the last valid token.
+    // Tokens j0.. are consecutive 306-byte records: one run (the conversion
+    // skips the leading offset), its edges by the last two threads.
     const u8* first = kv + KvSlot<PAGE_SIZE>(p, s, j0) * MXFP4_TOKEN_BYTES;
-    const u8* base = first - (reinterpret_cast<unsigned long long>(first) & 15);
-    const u8* end = first + valid * MXFP4_TOKEN_BYTES;
-    const int chunks = static_cast<int>((end - base + 15) / 16);
-    for (int ch = tid; ch < chunks; ch += threads) {
-      const u8* src = base + ch * 16;
-      const long long bytes = end - src;
-      if (bytes >= 16) {
-        CpAsync16(stage + ch * 16, src, true);
-      } else {
-        // The short last chunk: plain 2-byte loads (records are 2-byte
-        // aligned) so that no access, not even a zero-filled cp.async tail,
-        // reaches past the last token: the buffer may end right there.
-        for (int h = 0; h < bytes / 2; ++h) {
-          reinterpret_cast<u16*>(stage + ch * 16)[h] = reinterpret_cast<const u16*>(src)[h];
-        }
-      }
-    }
+    CopyRecordRun(stage, first, first + valid * MXFP4_TOKEN_BYTES, tid, threads, threads - 1,
+                  threads - 2, pieces);
     return;
   }
-  // Token by token (pages shorter than a tile): each 2-byte-aligned 306-byte
-  // record is copied as the 16-byte-aligned span of 20 chunks that holds it,
-  // into its own RAW_STRIDE-byte slot, where it starts at its address mod 16
-  // (MxRecordOffset). 20 consecutive threads copy one record, so a warp's
-  // copies are whole cache lines and its page-table loads hit 2 or 3
-  // entries. The span's last chunk copies only the record's own bytes: as
-  // above, nothing past a token is read. (Plain 2-byte loads, one page-table
-  // lookup each, made page sizes 1..32 about 4x slower than flat,
+  // Token by token (pages shorter than a tile): each record is copied as the
+  // 20-chunk span that holds it into its own RAW_STRIDE-byte slot, where it
+  // starts at its address mod 16 (MxRecordOffset); the span's first and last
+  // chunks only in part (CopyChunkEdge). 20 consecutive threads copy one
+  // record, so that a warp's copies are whole cache lines and its page-table
+  // loads hit 2 or 3 entries. (Plain 2-byte loads of whole records, one
+  // page-table lookup each, made page sizes 1..32 about 4x slower than flat,
   // RESULTS.md v24.)
   constexpr int SLOT = MlaRawTokenStride(KV_FORMAT_MXFP4);  // RAW_STRIDE where this runs
   constexpr int SPAN_CHUNKS = SLOT / 16;
   static_assert(SPAN_CHUNKS * 16 >= 14 + MXFP4_TOKEN_BYTES, "a slot holds any record's span");
+  // Pages of a multiple of 8 tokens in a 16-byte-aligned pool start and end
+  // at multiples of 16 bytes: every chunk of a record's span then lies in its
+  // page, which the pool holds whole, and is copied whole.
+  const bool spans_inside_pages =
+      PAGE_SIZE % 8 == 0 && (reinterpret_cast<unsigned long long>(kv) & 15) == 0;
   for (int idx = tid; idx < valid * SPAN_CHUNKS; idx += threads) {
     const int tok = idx / SPAN_CHUNKS, ch = idx % SPAN_CHUNKS;
     const u8* record = kv + KvSlot<PAGE_SIZE>(p, s, j0 + tok) * MXFP4_TOKEN_BYTES;
     const int phase = static_cast<int>(reinterpret_cast<unsigned long long>(record) & 15);
-    const u8* src = record - phase + ch * 16;
-    const int bytes = min(16, phase + MXFP4_TOKEN_BYTES - ch * 16);  // 2..16 for the last
-    CpAsyncFirstBytes(stage + tok * SLOT + ch * 16, src, bytes);
+    // The record's bytes in chunk ch of its span: [lo, hi).
+    const int lo = ch == 0 ? phase : 0;
+    const int hi = min(16, phase + MXFP4_TOKEN_BYTES - 16 * ch);
+    const int at = tok * SLOT + 16 * ch;
+    const u8* src = record - phase + 16 * ch;
+    if (spans_inside_pages || (lo == 0 && hi == 16)) {
+      CpAsync16(stage + at, src, true);
+    } else {
+      CopyChunkEdge(stage, at, src, lo, hi, pieces);
+    }
   }
 }
 
@@ -266,13 +371,14 @@ MLA_INLINE int MxRecordOffset(const MlaDecodeParams& p, const MlaSeqInfo& s, int
 
 // Starts loading KV positions [j0, j0 + BLOCK_N) (those below kv_hi) into
 // buffer `buf`; positions past kv_hi become zeros so that masked tokens never
-// inject NaN through 0 * NaN.
+// inject NaN through 0 * NaN. MXFP4 leaves 2-byte pieces in `pieces`
+// (IssueMxTile), to be stored before the tile is read.
 MLA_INLINE void IssueKvTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0, int kv_hi,
-                            int buf, const Smem& sm) {
+                            int buf, const Smem& sm, MxPieces& pieces) {
   const u8* kv = static_cast<const u8*>(p.kv);
   if (KV_FORMAT == KV_FORMAT_MXFP4) {
     IssueMxTile(p, s, j0, min(BLOCK_N, kv_hi - j0), sm.raw + buf * BLOCK_N * RAW_STRIDE,
-                threadIdx.x, NUM_THREADS);
+                threadIdx.x, NUM_THREADS, pieces);
     return;
   }
   // Eight consecutive lanes per token, each copying every 8th 16-byte chunk:
@@ -456,6 +562,11 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
 #pragma unroll
   for (int i = 0; i < V_NTILES; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
 
+  // MXFP4: the 2-byte piece of each tile in flight, oldest first (IssueMxTile).
+  MxPieces pieces[STAGES - 1];
+#pragma unroll
+  for (int i = 0; i < STAGES - 1; ++i) pieces[i] = NoMxPieces();
+
   __syncthreads();  // the previous item is done with shared memory
   if (num_tiles > 0) {
     LoadQTile(p, s, item.row_start, sm, q_scale);
@@ -463,18 +574,24 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
     // groups past the end keep the wait counts uniform).
 #pragma unroll
     for (int st = 0; st < STAGES - 1; ++st) {
-      if (st < num_tiles) IssueKvTile(p, s, kv_lo + st * BLOCK_N, kv_hi, st, sm);
+      if (st < num_tiles) IssueKvTile(p, s, kv_lo + st * BLOCK_N, kv_hi, st, sm, pieces[st]);
       CpAsyncCommit();
     }
   }
   for (int t = 0; t < num_tiles; ++t) {
     const int buf = t % STAGES;
     CpAsyncWait<STAGES - 2>();  // this thread's copies of tile t (and Q) have landed
+    // MXFP4: tile t's 2-byte pieces (pieces[0]); the others move up a place.
+    StoreMxPieces(pieces[0], sm.raw + buf * BLOCK_N * RAW_STRIDE);
+#pragma unroll
+    for (int i = 0; i + 1 < STAGES - 1; ++i) pieces[i] = pieces[i + 1];
+    pieces[STAGES - 2] = NoMxPieces();
     // All threads' copies of tile t are visible, and every warp is done with
     // tile t-1, whose buffer the next issue refills.
     __syncthreads();
     if (t + STAGES - 1 < num_tiles) {
-      IssueKvTile(p, s, kv_lo + (t + STAGES - 1) * BLOCK_N, kv_hi, (t + STAGES - 1) % STAGES, sm);
+      IssueKvTile(p, s, kv_lo + (t + STAGES - 1) * BLOCK_N, kv_hi, (t + STAGES - 1) % STAGES, sm,
+                  pieces[STAGES - 2]);
     }
     CpAsyncCommit();
     if (t == 0) {  // Q landed with tile 0

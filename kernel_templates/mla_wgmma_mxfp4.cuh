@@ -28,11 +28,11 @@
 // when it is alone. Per tile it reads its share of the raw stage into
 // registers, copies a later tile into that stage (mla_mma::IssueMxTile: one
 // cp.async run per tile where tiles are runs of records, token by token
-// otherwise), and converts the share into e4m3 tile g % 2. Two mbarriers per
-// e4m3 tile hand it over: `full` when converted, `empty` when its products
-// are done. Each item also takes one use without a tile: its epilogue stages
-// the output rows in that tile, while the next item's first tile is
-// converted into the other.
+// otherwise; never a byte outside the records), and converts the share into
+// e4m3 tile g % 2. Two mbarriers per e4m3 tile hand it over: `full` when
+// converted, `empty` when its products are done. Each item also takes one use
+// without a tile: its epilogue stages the output rows in that tile, while the
+// next item's first tile is converted into the other.
 #ifndef MLAJIT_KERNEL_TEMPLATES_MLA_WGMMA_MXFP4_CUH_
 #define MLAJIT_KERNEL_TEMPLATES_MLA_WGMMA_MXFP4_CUH_
 
@@ -182,27 +182,37 @@ MLA_INLINE void CopyAndConvertTiles(const MlaDecodeParams& p, const Smem& sm, in
     // This converter's k-th tile of the item and where its raw copy goes.
     const int t0 = MX_CONVERTERS == 1 ? 0 : (c - g) & 1;
     auto tile = [&](int k) { return t0 + k * MX_CONVERTERS; };
-    auto issue = [&](int k) {
+    // The 2-byte pieces of each stage in flight, oldest first (IssueMxTile):
+    // stored just before their stage is read.
+    mla_mma::MxPieces pieces[MX_STAGES_EACH];
+    auto issue = [&](int k, mla_mma::MxPieces& into) {
       const int j0 = r.kv_lo + tile(k) * TILE;
       mla_mma::IssueMxTile(p, s, j0, min(TILE, r.kv_hi - j0),
-                           stages + (k % MX_STAGES_EACH) * MX_STAGE_BYTES, tid, NUM_THREADS);
+                           stages + (k % MX_STAGES_EACH) * MX_STAGE_BYTES, tid, NUM_THREADS, into);
     };
     SyncConverter(c);  // every thread has read its shares of the previous item's stages
 #pragma unroll
     for (int k = 0; k < MX_STAGES_EACH; ++k) {
-      if (tile(k) < r.num_tiles) issue(k);
+      pieces[k] = mla_mma::NoMxPieces();
+      if (tile(k) < r.num_tiles) issue(k, pieces[k]);
       CpAsyncCommit();
     }
     for (int k = 0; tile(k) < r.num_tiles; ++k) {
       const int t = tile(k), j0 = r.kv_lo + t * TILE;
       CpAsyncWait<MX_STAGES_EACH - 1>();
+      mla_mma::StoreMxPieces(pieces[0], stages + (k % MX_STAGES_EACH) * MX_STAGE_BYTES);
+#pragma unroll
+      for (int i = 0; i + 1 < MX_STAGES_EACH; ++i) pieces[i] = pieces[i + 1];
+      pieces[MX_STAGES_EACH - 1] = mla_mma::NoMxPieces();
       SyncConverter(c);  // stage k landed everywhere
       MxShare sh;
       LoadMxShare(p, s, j0, r.kv_hi - j0, stages + (k % MX_STAGES_EACH) * MX_STAGE_BYTES, tid, sh);
       const u32 warp_max = __reduce_max_sync(0xffffffffu, MxShareMaxScale(sh));
       if ((tid & 31) == 0) sm.mx_max[4 * c + tid / 32] = warp_max;
       SyncConverter(c);  // every share of stage k is in registers, every warp's maximum written
-      if (tile(k + MX_STAGES_EACH) < r.num_tiles) issue(k + MX_STAGES_EACH);
+      if (tile(k + MX_STAGES_EACH) < r.num_tiles) {
+        issue(k + MX_STAGES_EACH, pieces[MX_STAGES_EACH - 1]);
+      }
       CpAsyncCommit();
       const u32 tile_max = max(max(sm.mx_max[4 * c], sm.mx_max[4 * c + 1]),
                                max(sm.mx_max[4 * c + 2], sm.mx_max[4 * c + 3]));
