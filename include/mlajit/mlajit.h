@@ -28,6 +28,8 @@
  *   kv:  flat  [num_tokens, token_bytes]; paged [num_pages * page_size, token_bytes]
  *        token_bytes = 1152 (bf16), 576 (fp8 e4m3), 306 (MXFP4: 288 packed e2m1,
  *        low nibble = even element, then 18 e8m0 scales, one per 32 elements)
+ *        Decodes read only the bytes of the tokens a plan addresses: kv may
+ *        end at its last token.
  *   out: [total_q, num_heads, 512] bf16
  *   lse: [total_q, num_heads] fp32, natural log, optional (NULL)
  */
