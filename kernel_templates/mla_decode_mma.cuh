@@ -206,7 +206,9 @@ MLA_INLINE void CpAsyncSmall(void* dst, const void* src) {
 // 64-token tile (a third stores one at once). A piece's value register is
 // written by its load and read only by its store: any instruction reading it
 // earlier (packing it with its offset, moving it, selecting it) waits for the
-// load, which made the copy 1.5-2x slower with pages of 1 and 16 tokens.
+// load; packing it cost pages of 1 and 16 tokens 13-27 % (RESULTS.md v32).
+// Even so, exact edges on every record make pages of 1 token 1.5-2x slower
+// than whole chunks did (v32, which says how to win that back).
 struct MxPieces {
   static constexpr u32 kNone = 0xffffu;
   u32 ats;             // byte offsets in the stage: piece 0 low half, 1 high (kNone: empty)
