@@ -63,7 +63,9 @@ static_assert(STAGES >= 2, "the tile loop refills one buffer while others are re
 MLA_INLINE u32 SmemAddr(const void* p) { return static_cast<u32>(__cvta_generic_to_shared(p)); }
 
 // The first `bytes` (0..16) of the aligned 16 at src; the rest of dst is
-// zero-filled and no source byte past `bytes` is read.
+// zero-filled. Only 0 and 16 are used (CpAsync16): a size between, which PTX
+// allows, still counts as a 16-byte read for compute-sanitizer, so MXFP4's
+// partial chunks are copied exactly instead (CopyChunkEdge).
 MLA_INLINE void CpAsyncFirstBytes(void* dst, const void* src, int bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(SmemAddr(dst)), "l"(src),
                "r"(bytes));
