@@ -168,6 +168,44 @@ TEST(MedianDeviceMs, TheMiddleOfEachCallsOwnTime) {
   EXPECT_EQ(b.live_events(), 0);
 }
 
+TEST(MedianDeviceMs, WhatRunsBeforeEachCallStaysOutsideItsWindow) {
+  SimulatedClockBackend b;
+  const std::vector<double> costs = {5.0, 1.0, 4.0, 2.0, 3.0};
+  std::vector<int> order;  // before(i) as -1 - i, call i as i
+  auto before = [&](int i) {
+    order.push_back(-1 - i);
+    b.AdvanceBy(100.0);  // a hold: device time before the start event
+    return absl::OkStatus();
+  };
+  auto enqueue = [&](int i) {
+    order.push_back(i);
+    b.AdvanceBy(costs[i]);
+    return absl::OkStatus();
+  };
+  absl::StatusOr<double> ms = MedianDeviceMs(&b, 0, nullptr, enqueue, 5, before);
+  ASSERT_TRUE(ms.ok()) << ms.status();
+  EXPECT_DOUBLE_EQ(*ms, 3.0);
+  EXPECT_EQ(order, (std::vector<int>{-1, 0, -2, 1, -3, 2, -4, 3, -5, 4}));
+  EXPECT_EQ(b.live_events(), 0);
+}
+
+TEST(MedianDeviceMs, AFailingBeforeStopsTheCalls) {
+  SimulatedClockBackend b;
+  int calls = 0;
+  auto before = [&](int i) {
+    return i == 2 ? absl::InternalError("hold failed") : absl::OkStatus();
+  };
+  auto enqueue = [&](int) {
+    ++calls;
+    b.AdvanceBy(1.0);
+    return absl::OkStatus();
+  };
+  absl::StatusOr<double> ms = MedianDeviceMs(&b, 0, nullptr, enqueue, 5, before);
+  EXPECT_EQ(ms.status().code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(calls, 2);
+  EXPECT_EQ(b.live_events(), 0);
+}
+
 TEST(MedianDeviceMs, ErrorsComeBackWithEveryEventFreed) {
   SimulatedClockBackend b;
   b.fail_elapsed = absl::UnavailableError("device lost");

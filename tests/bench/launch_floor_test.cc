@@ -1,6 +1,7 @@
-// The launch floor's host side: its kernel compiles for the targets the
-// bench runs on (NVRTC sm_90a with the dependent-launch instructions, hiprtc
-// gfx90a without), and its report line. The timings need a GPU.
+// The launch floor's host side: its kernel and the stream hold's compile for
+// the targets the bench runs on (NVRTC sm_90a with the dependent-launch
+// instructions, hiprtc gfx90a without), and its report line. The timings
+// need a GPU.
 #include "tools/bench/launch_floor.h"
 
 #include <string>
@@ -9,27 +10,46 @@
 #include "gtest/gtest.h"
 #include "src/jit/compiler.h"
 #include "tools/bench/bench_kernel.h"
+#include "tools/bench/stream_hold.h"
 
 namespace mlajit::bench {
 namespace {
 
 using ::testing::HasSubstr;
 
-void ExpectLaunchFloorKernelCompiles(const std::string& arch) {
+void ExpectBenchKernelCompiles(const std::string& name, const char* source,
+                               const std::string& arch) {
   absl::StatusOr<jit::Compiler*> compiler = jit::CompilerForArch(arch);
   if (!compiler.ok()) {
     GTEST_SKIP() << "no compiler for " << arch << ": " << compiler.status().message();
   }
   if (!(*compiler)->CheckArch(arch).ok()) GTEST_SKIP() << (*compiler)->Name() << " lacks " << arch;
   absl::StatusOr<jit::CompiledBinary> binary =
-      CompileBenchKernel("mlajit_launch_floor", LaunchFloorKernelSource(), arch);
+      CompileBenchKernel(name, source, arch);
   ASSERT_TRUE(binary.ok()) << binary.status();
-  EXPECT_NE(binary->binary.find("mlajit_launch_floor"), std::string::npos);
+  EXPECT_NE(binary->binary.find(name), std::string::npos);
+}
+void ExpectLaunchFloorKernelCompiles(const std::string& arch) {
+  ExpectBenchKernelCompiles("mlajit_launch_floor", LaunchFloorKernelSource(), arch);
+}
+void ExpectStreamHoldKernelCompiles(const std::string& arch) {
+  ExpectBenchKernelCompiles("mlajit_stream_hold", StreamHoldKernelSource(), arch);
 }
 
 TEST(LaunchFloorKernel, CompilesWithNvrtcForSm90a) { ExpectLaunchFloorKernelCompiles("sm_90a"); }
 TEST(LaunchFloorKernel, CompilesWithNvrtcForSm80) { ExpectLaunchFloorKernelCompiles("sm_80"); }
 TEST(LaunchFloorKernel, CompilesWithHiprtcForGfx90a) { ExpectLaunchFloorKernelCompiles("gfx90a"); }
+TEST(StreamHoldKernel, CompilesWithNvrtcForSm90a) { ExpectStreamHoldKernelCompiles("sm_90a"); }
+TEST(StreamHoldKernel, CompilesWithNvrtcForSm80) { ExpectStreamHoldKernelCompiles("sm_80"); }
+TEST(StreamHoldKernel, CompilesWithHiprtcForGfx90a) { ExpectStreamHoldKernelCompiles("gfx90a"); }
+
+TEST(StreamHold, OutlastsTheHostsEnqueueing) {
+  // The hold must exceed what the host spends per timed call, with margin.
+  for (double host_us : {0.0, 4.0, 12.5, 80.0}) {
+    EXPECT_GT(StreamHold::UsFor(host_us), 2 * host_us) << host_us;
+    EXPECT_GE(StreamHold::UsFor(host_us), 10.0) << host_us;
+  }
+}
 
 TEST(FormatLaunchFloor, NamesEveryFigure) {
   LaunchFloor f;
@@ -43,6 +63,10 @@ TEST(FormatLaunchFloor, NamesEveryFigure) {
   f.two_plain_us = 5.5;
   f.three_plain_us = 7.25;
   f.two_burst_plain_us = 4.75;
+  f.held_one_cta_us = 1.5;
+  f.held_full_grid_us = 2.25;
+  f.held_two_chained_us = 3.75;
+  f.held_three_chained_us = 5.0;
   const std::string line = FormatLaunchFloor(f);
   EXPECT_THAT(line, HasSubstr("1 CTA 4.01 us"));
   EXPECT_THAT(line, HasSubstr("264 CTAs 4.52 us"));
@@ -51,6 +75,8 @@ TEST(FormatLaunchFloor, NamesEveryFigure) {
   EXPECT_THAT(line, HasSubstr("3.13 us per pair"));
   EXPECT_THAT(line, HasSubstr("programmatic dependents"));
   EXPECT_THAT(line, HasSubstr("plain stream order: 2 5.50 us, 3 7.25 us, back to back 4.75 us"));
+  EXPECT_THAT(line, HasSubstr("held before each call (device only): 1 CTA 1.50 us, 264 CTAs "
+                              "2.25 us, 2 chained 3.75 us, 3 chained 5.00 us"));
   f.dependent_launch = false;
   EXPECT_THAT(FormatLaunchFloor(f), HasSubstr("no programmatic dependent launch"));
 }

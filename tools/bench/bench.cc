@@ -9,8 +9,11 @@
 // median and min of per-call device-event times over --runs calls, after
 // --warmup-ms (200) of device time spent calling it (so that every case is
 // timed in the sustained clock state, device_timing.h), calls that rotate
-// over enough copies of the inputs to exceed the L2 cache, the mean of a
-// back-to-back burst (launch gaps hidden), effective TB/s and TFLOP/s, and the
+// over enough copies of the inputs to exceed the L2 cache, each call's
+// kernels enqueued before the stream reaches its start event (stream_hold.h:
+// the device's time alone), the same median host-paced (paced_us: no hold,
+// so small cases add the host's enqueueing), the mean of a back-to-back
+// burst (launch gaps hidden), effective TB/s and TFLOP/s, and the
 // floor: max(bytes / read bandwidth, FLOPs / tensor rate). Both ceilings are
 // measured at start (ceilings.h: a streaming-read kernel, cublasLt products),
 // or taken from DESIGN.md with --ceilings assumed. First-call costs (cold
@@ -60,6 +63,7 @@
 #include "tools/bench/launch_floor.h"
 #include "tools/bench/schedule_report.h"
 #include "tools/bench/step_graph.h"
+#include "tools/bench/stream_hold.h"
 #include "tools/harness/decode_harness.h"
 
 namespace mlajit::bench {
@@ -138,6 +142,8 @@ struct Result {
   double median_us = 0, min_us = 0, burst_us = 0;
   double graph_us = 0;  // 0: the call could not be captured
   double host_us = 0;
+  double hold_us = 0;   // the stream hold before each timed call (stream_hold.h)
+  double paced_us = 0;  // median of the same calls without the hold: host-paced
   double bytes = 0, flops = 0, floor_us = 0;
   double rel_err = 0;
   bool passed = false;
@@ -256,7 +262,8 @@ absl::Status TuneCase(DecodeHarness& h, const Case& c) {
 }
 
 absl::StatusOr<Result> RunCase(DecodeHarness& h, const Case& c, const Ceilings& ceilings, int runs,
-                               double warmup_ms, bool check, ClockMonitor* clocks) {
+                               double warmup_ms, bool check, const StreamHold& hold,
+                               ClockMonitor* clocks) {
   Result r;
   r.c = c;
   MLAJIT_ASSIGN_OR_RETURN(std::unique_ptr<DeviceBatch> db, h.Upload(c.config, false));
@@ -308,37 +315,8 @@ absl::StatusOr<Result> RunCase(DecodeHarness& h, const Case& c, const Ceilings& 
     return harness::FromC(mlajit_decode(db->plan, &a, stream));
   };
   MLAJIT_RETURN_IF_ERROR(WarmUp(b, dev, stream, decode, 20, warmup_ms).status());
-  // The clock is sampled from the first enqueue until the last call is done:
-  // the GPU runs behind the host, so the window covers all timed calls.
-  if (clocks != nullptr) clocks->Start();
-  for (int i = 0; i < runs; ++i) {
-    mlajit_decode_args_t a = args_for(i);
-    MLAJIT_RETURN_IF_ERROR(b->RecordEvent(dev, ev[2 * i], stream));
-    MLAJIT_RETURN_IF_ERROR(harness::FromC(mlajit_decode(db->plan, &a, stream)));
-    MLAJIT_RETURN_IF_ERROR(b->RecordEvent(dev, ev[2 * i + 1], stream));
-  }
-  MLAJIT_RETURN_IF_ERROR(b->StreamSynchronize(dev, stream));
-  if (clocks != nullptr) r.clocks = clocks->Stop();
-  std::vector<double> us(runs);
-  for (int i = 0; i < runs; ++i) {
-    MLAJIT_ASSIGN_OR_RETURN(float ms, b->ElapsedMs(ev[2 * i], ev[2 * i + 1]));
-    us[i] = ms * 1e3;
-  }
-  r.times_us = us;
-  r.median_us = Median(us);
-  r.min_us = *std::min_element(us.begin(), us.end());
-  // Burst: one pair of events around all calls; hides host launch gaps.
-  MLAJIT_RETURN_IF_ERROR(b->RecordEvent(dev, ev[2 * runs], stream));
-  for (int i = 0; i < runs; ++i) {
-    mlajit_decode_args_t a = args_for(i);
-    MLAJIT_RETURN_IF_ERROR(harness::FromC(mlajit_decode(db->plan, &a, stream)));
-  }
-  MLAJIT_RETURN_IF_ERROR(b->RecordEvent(dev, ev[2 * runs + 1], stream));
-  MLAJIT_RETURN_IF_ERROR(b->StreamSynchronize(dev, stream));
-  MLAJIT_ASSIGN_OR_RETURN(float burst_ms, b->ElapsedMs(ev[2 * runs], ev[2 * runs + 1]));
-  r.burst_us = burst_ms * 1e3 / runs;
   // Host cost per call; the stream is drained before each burst so that every
-  // burst starts with an empty launch queue.
+  // burst starts with an empty launch queue. Measured first: it sizes the hold.
   const int host_calls = std::min(runs, 100);
   std::vector<double> host_us(5);
   for (double& per_call : host_us) {
@@ -351,8 +329,46 @@ absl::StatusOr<Result> RunCase(DecodeHarness& h, const Case& c, const Ceilings& 
     const auto t1 = std::chrono::steady_clock::now();
     per_call = std::chrono::duration<double, std::micro>(t1 - t0).count() / host_calls;
   }
-  MLAJIT_RETURN_IF_ERROR(b->StreamSynchronize(dev, stream));
   r.host_us = Median(host_us);
+  r.hold_us = StreamHold::UsFor(r.host_us);
+  // Per-call times, each call's kernels enqueued before its start event is
+  // reached (stream_hold.h). The clock is sampled from the first enqueue
+  // until the last call is done: the GPU runs behind the host, so the window
+  // covers all timed calls.
+  auto timed_calls = [&](bool held) -> absl::StatusOr<std::vector<double>> {
+    for (int i = 0; i < runs; ++i) {
+      mlajit_decode_args_t a = args_for(i);
+      if (held) MLAJIT_RETURN_IF_ERROR(hold.Enqueue(stream, r.hold_us));
+      MLAJIT_RETURN_IF_ERROR(b->RecordEvent(dev, ev[2 * i], stream));
+      MLAJIT_RETURN_IF_ERROR(harness::FromC(mlajit_decode(db->plan, &a, stream)));
+      MLAJIT_RETURN_IF_ERROR(b->RecordEvent(dev, ev[2 * i + 1], stream));
+    }
+    MLAJIT_RETURN_IF_ERROR(b->StreamSynchronize(dev, stream));
+    std::vector<double> us(runs);
+    for (int i = 0; i < runs; ++i) {
+      MLAJIT_ASSIGN_OR_RETURN(float ms, b->ElapsedMs(ev[2 * i], ev[2 * i + 1]));
+      us[i] = ms * 1e3;
+    }
+    return us;
+  };
+  if (clocks != nullptr) clocks->Start();
+  MLAJIT_ASSIGN_OR_RETURN(r.times_us, timed_calls(true));
+  if (clocks != nullptr) r.clocks = clocks->Stop();
+  r.median_us = Median(r.times_us);
+  r.min_us = *std::min_element(r.times_us.begin(), r.times_us.end());
+  // The same calls host-paced, as median_us was timed until RESULTS.md v33.
+  MLAJIT_ASSIGN_OR_RETURN(std::vector<double> paced, timed_calls(false));
+  r.paced_us = Median(paced);
+  // Burst: one pair of events around all calls; hides host launch gaps.
+  MLAJIT_RETURN_IF_ERROR(b->RecordEvent(dev, ev[2 * runs], stream));
+  for (int i = 0; i < runs; ++i) {
+    mlajit_decode_args_t a = args_for(i);
+    MLAJIT_RETURN_IF_ERROR(harness::FromC(mlajit_decode(db->plan, &a, stream)));
+  }
+  MLAJIT_RETURN_IF_ERROR(b->RecordEvent(dev, ev[2 * runs + 1], stream));
+  MLAJIT_RETURN_IF_ERROR(b->StreamSynchronize(dev, stream));
+  MLAJIT_ASSIGN_OR_RETURN(float burst_ms, b->ElapsedMs(ev[2 * runs], ev[2 * runs + 1]));
+  r.burst_us = burst_ms * 1e3 / runs;
   // Graph replays; the burst's events have been read and may be recorded again.
   MLAJIT_ASSIGN_OR_RETURN(r.graph_us,
                           GraphReplayUs(b, dev, stream, db->plan, db->args, runs, ev[2 * runs],
@@ -570,6 +586,13 @@ int Main(int argc, char** argv) {
     std::printf("%s\n", FormatLaunchFloor(*floor).c_str());
   }
   std::unique_ptr<ClockMonitor> clocks = OpenClockMonitor(**h);
+  absl::StatusOr<std::unique_ptr<StreamHold>> hold =
+      StreamHold::Load((*h)->backend(), (*h)->device());
+  if (!hold.ok()) {
+    std::fprintf(stderr, "mlajit_bench: stream hold: %s\n",
+                 std::string(hold.status().message()).c_str());
+    return 1;
+  }
   std::vector<Result> results;
   for (const Case& c : cases) {
     if (tune) {
@@ -579,7 +602,7 @@ int Main(int argc, char** argv) {
         return 1;
       }
     }
-    auto r = RunCase(**h, c, ceilings, runs, warmup_ms, check, clocks.get());
+    auto r = RunCase(**h, c, ceilings, runs, warmup_ms, check, **hold, clocks.get());
     if (!r.ok()) {
       std::fprintf(stderr, "%s: %s\n", CaseName(c.config).c_str(),
                    std::string(r.status().message()).c_str());
@@ -591,19 +614,21 @@ int Main(int argc, char** argv) {
                  c.suite.c_str(), CaseName(c.config).c_str(), r->median_us,
                  check && !r->passed ? " (MISMATCH)" : "", r->plan_json.c_str());
   }
-  std::printf("\n%-8s %-30s %9s %9s %9s %9s %9s %8s %8s %9s %7s %9s %3s %7s %7s\n", "suite", "case",
-              "median_us", "min_us", "burst_us", "graph_us", "host_us", "TB/s", "TFLOP/s",
+  std::printf("\n%-8s %-30s %9s %9s %9s %9s %9s %9s %8s %8s %9s %7s %9s %3s %7s %7s\n", "suite",
+              "case", "median_us", "min_us", "paced_us", "burst_us", "graph_us", "host_us", "TB/s",
+              "TFLOP/s",
               "floor_us", "%floor", "rel_err", "ok", "sm_MHz", "slow%");
   std::string current;
-  double log_sum = 0, log_floor = 0;
+  double log_sum = 0, log_floor = 0, log_paced = 0;
   int n = 0;
   auto flush_geomean = [&]() {
     if (n > 0) {
-      std::printf("%-8s %-30s %9.2f %9s %9s %9s %9s %8s %8s %9.2f %6.1f%%\n", current.c_str(),
-                  "geomean", std::exp(log_sum / n), "", "", "", "", "", "", std::exp(log_floor / n),
+      std::printf("%-8s %-30s %9.2f %9s %9.2f %9s %9s %9s %8s %8s %9.2f %6.1f%%\n",
+                  current.c_str(), "geomean", std::exp(log_sum / n), "", std::exp(log_paced / n),
+                  "", "", "", "", "", std::exp(log_floor / n),
                   100 * std::exp(log_floor / n) / std::exp(log_sum / n));
     }
-    log_sum = log_floor = 0;
+    log_sum = log_floor = log_paced = 0;
     n = 0;
   };
   for (const Result& r : results) {
@@ -617,13 +642,15 @@ int Main(int argc, char** argv) {
     const std::string mhz = k.available ? absl::StrCat(k.sm_mhz_median) : "-";
     const std::string slowed = k.available ? absl::StrFormat("%.0f", 100 * k.slowed) : "-";
     std::printf(
-        "%-8s %-30s %9.2f %9.2f %9.2f %9s %9.2f %8.2f %8.1f %9.2f %6.1f%% %9.2e %3s %7s %7s\n",
-        r.c.suite.c_str(), CaseName(r.c.config).c_str(), r.median_us, r.min_us, r.burst_us,
+        "%-8s %-30s %9.2f %9.2f %9.2f %9.2f %9s %9.2f %8.2f %8.1f %9.2f %6.1f%% %9.2e %3s %7s %7s\n",
+        r.c.suite.c_str(), CaseName(r.c.config).c_str(), r.median_us, r.min_us, r.paced_us,
+        r.burst_us,
         graph.c_str(), r.host_us, r.bytes / s * 1e-12, r.flops / s * 1e-12, r.floor_us,
         100 * r.floor_us / r.median_us, r.rel_err, check ? (r.passed ? "yes" : "NO") : "-",
         mhz.c_str(), slowed.c_str());
     log_sum += std::log(r.median_us);
     log_floor += std::log(r.floor_us);
+    log_paced += std::log(r.paced_us);
     ++n;
   }
   flush_geomean();
@@ -652,10 +679,13 @@ int Main(int argc, char** argv) {
           ",\"launch_floor\":{\"grid\":%d,\"one_cta_us\":%.3f,\"full_grid_us\":%.3f,"
           "\"two_chained_us\":%.3f,\"three_chained_us\":%.3f,\"two_burst_us\":%.3f,"
           "\"dependent_launch\":%s,\"two_plain_us\":%.3f,\"three_plain_us\":%.3f,"
-          "\"two_burst_plain_us\":%.3f}",
+          "\"two_burst_plain_us\":%.3f,\"held_one_cta_us\":%.3f,\"held_full_grid_us\":%.3f,"
+          "\"held_two_chained_us\":%.3f,\"held_three_chained_us\":%.3f}",
           floor->grid, floor->one_cta_us, floor->full_grid_us, floor->two_chained_us,
           floor->three_chained_us, floor->two_burst_us, floor->dependent_launch ? "true" : "false",
-          floor->two_plain_us, floor->three_plain_us, floor->two_burst_plain_us);
+          floor->two_plain_us, floor->three_plain_us, floor->two_burst_plain_us,
+          floor->held_one_cta_us, floor->held_full_grid_us, floor->held_two_chained_us,
+          floor->held_three_chained_us);
     }
     out << ",\"runs\":" << runs
         << ",\"warmup_ms\":" << warmup_ms << ",\"cases\":[";
@@ -663,7 +693,8 @@ int Main(int argc, char** argv) {
       const Result& r = results[i];
       out << (i ? "," : "") << "{\"suite\":\"" << r.c.suite << "\",\"case\":\""
           << CaseName(r.c.config) << "\",\"median_us\":" << r.median_us
-          << ",\"min_us\":" << r.min_us << ",\"burst_us\":" << r.burst_us
+          << ",\"min_us\":" << r.min_us << ",\"paced_us\":" << r.paced_us
+          << ",\"hold_us\":" << r.hold_us << ",\"burst_us\":" << r.burst_us
           << ",\"graph_us\":" << r.graph_us << ",\"host_us\":" << r.host_us
           << ",\"bytes\":" << r.bytes << ",\"flops\":" << r.flops << ",\"floor_us\":" << r.floor_us
           << ",\"rel_err\":" << r.rel_err << ",\"passed\":" << (r.passed ? "true" : "false")

@@ -65,7 +65,8 @@ absl::StatusOr<int> WarmUp(gpu::Backend* backend, int device, gpu::StreamHandle 
 }
 
 absl::StatusOr<double> MedianDeviceMs(gpu::Backend* backend, int device, gpu::StreamHandle stream,
-                                      const EnqueueCall& enqueue, int runs) {
+                                      const EnqueueCall& enqueue, int runs,
+                                      const EnqueueCall& before) {
   std::vector<gpu::EventHandle> events;
   absl::Status status;
   for (int i = 0; i < 2 * runs && status.ok(); ++i) {
@@ -74,7 +75,8 @@ absl::StatusOr<double> MedianDeviceMs(gpu::Backend* backend, int device, gpu::St
     status = e.status();
   }
   for (int i = 0; i < runs && status.ok(); ++i) {
-    status = backend->RecordEvent(device, events[2 * i], stream);
+    if (before) status = before(i);
+    if (status.ok()) status = backend->RecordEvent(device, events[2 * i], stream);
     if (status.ok()) status = enqueue(i);
     if (status.ok()) status = backend->RecordEvent(device, events[2 * i + 1], stream);
   }

@@ -33,9 +33,11 @@ absl::StatusOr<int> WarmUp(gpu::Backend* backend, int device, gpu::StreamHandle 
 double Median(std::vector<double> v);
 
 // The median device time (ms) of `runs` calls of `enqueue` on `stream`, each
-// between its own pair of events.
+// between its own pair of events. `before(i)`, when given, is enqueued ahead
+// of call i's start event, outside its window (a StreamHold, stream_hold.h).
 absl::StatusOr<double> MedianDeviceMs(gpu::Backend* backend, int device, gpu::StreamHandle stream,
-                                      const EnqueueCall& enqueue, int runs);
+                                      const EnqueueCall& enqueue, int runs,
+                                      const EnqueueCall& before = nullptr);
 
 }  // namespace mlajit::bench
 

@@ -8,6 +8,7 @@
 #include "src/base/status_macros.h"
 #include "tools/bench/bench_kernel.h"
 #include "tools/bench/device_timing.h"
+#include "tools/bench/stream_hold.h"
 #include "tools/harness/decode_harness.h"
 
 namespace mlajit::bench {
@@ -25,6 +26,8 @@ extern "C" __global__ void mlajit_launch_floor(unsigned* launches) {
 
 constexpr unsigned kBlock = 128;  // the swap-AB decode's CTA
 constexpr int kBurstPairs = 200;
+// Longer than the host takes to enqueue three empty kernels and two events.
+constexpr double kHoldUs = 30;
 
 }  // namespace
 
@@ -68,10 +71,13 @@ absl::StatusOr<LaunchFloor> MeasureLaunchFloor(gpu::Backend* backend, int device
       return absl::OkStatus();
     };
   };
-  auto median_us = [&](const EnqueueCall& enqueue) -> absl::StatusOr<double> {
+  MLAJIT_ASSIGN_OR_RETURN(std::unique_ptr<StreamHold> hold, StreamHold::Load(backend, device));
+  const EnqueueCall held = [&](int) { return hold->Enqueue(stream.get(), kHoldUs); };
+  auto median_us = [&](const EnqueueCall& enqueue,
+                       const EnqueueCall& before = nullptr) -> absl::StatusOr<double> {
     MLAJIT_RETURN_IF_ERROR(WarmUp(backend, device, stream.get(), enqueue, 20, warmup_ms).status());
     MLAJIT_ASSIGN_OR_RETURN(double ms,
-                            MedianDeviceMs(backend, device, stream.get(), enqueue, runs));
+                            MedianDeviceMs(backend, device, stream.get(), enqueue, runs, before));
     return ms * 1e3;
   };
   const unsigned grid = static_cast<unsigned>(f.grid);
@@ -81,6 +87,10 @@ absl::StatusOr<LaunchFloor> MeasureLaunchFloor(gpu::Backend* backend, int device
   MLAJIT_ASSIGN_OR_RETURN(f.three_chained_us, median_us(call(grid, 3)));
   MLAJIT_ASSIGN_OR_RETURN(f.two_plain_us, median_us(call(grid, 2, false)));
   MLAJIT_ASSIGN_OR_RETURN(f.three_plain_us, median_us(call(grid, 3, false)));
+  MLAJIT_ASSIGN_OR_RETURN(f.held_one_cta_us, median_us(call(1, 1), held));
+  MLAJIT_ASSIGN_OR_RETURN(f.held_full_grid_us, median_us(call(grid, 1), held));
+  MLAJIT_ASSIGN_OR_RETURN(f.held_two_chained_us, median_us(call(grid, 2), held));
+  MLAJIT_ASSIGN_OR_RETURN(f.held_three_chained_us, median_us(call(grid, 3), held));
   // Back to back: every launch after the first a dependent (or not), as
   // consecutive decode calls run in an engine.
   auto pairs = [&](bool chained) {
@@ -109,13 +119,16 @@ absl::StatusOr<LaunchFloor> MeasureLaunchFloor(gpu::Backend* backend, int device
 
 std::string FormatLaunchFloor(const LaunchFloor& f) {
   return absl::StrFormat(
-      "launch floor (empty kernels, event-timed medians): 1 CTA %.2f us, %d CTAs %.2f us, "
+      "launch floor (empty kernels, event-timed medians, host-paced): 1 CTA %.2f us, %d CTAs %.2f us, "
       "2 chained %.2f us, 3 chained %.2f us; back to back %.2f us per pair (%s); "
-      "in plain stream order: 2 %.2f us, 3 %.2f us, back to back %.2f us per pair",
+      "in plain stream order: 2 %.2f us, 3 %.2f us, back to back %.2f us per pair; "
+      "stream held before each call (device only): 1 CTA %.2f us, %d CTAs %.2f us, "
+      "2 chained %.2f us, 3 chained %.2f us",
       f.one_cta_us, f.grid, f.full_grid_us, f.two_chained_us, f.three_chained_us, f.two_burst_us,
       f.dependent_launch ? "chained kernels are programmatic dependents"
                          : "no programmatic dependent launch",
-      f.two_plain_us, f.three_plain_us, f.two_burst_plain_us);
+      f.two_plain_us, f.three_plain_us, f.two_burst_plain_us, f.held_one_cta_us, f.grid,
+      f.held_full_grid_us, f.held_two_chained_us, f.held_three_chained_us);
 }
 
 }  // namespace mlajit::bench

@@ -1,6 +1,6 @@
 // What a call's launch structure costs on this device with none of the
 // decode's work: empty kernels launched and timed the way the benchmark times
-// a case. It bounds from below what a decode call can take: a call is at
+// a case (held: median_us; host-paced: paced_us). It bounds from below what a decode call can take: a call is at
 // least one launch between two events (two with a split merge, one more for
 // a8's Q amax, each a programmatic dependent of the one before on sm_90+).
 //
@@ -28,6 +28,14 @@ struct LaunchFloor {
   double two_plain_us = 0;
   double three_plain_us = 0;
   double two_burst_plain_us = 0;
+  // The first four again with the stream held before each start event
+  // (stream_hold.h): the host has enqueued the kernels when the window
+  // opens, so these are the device's own launch costs, as the bench's
+  // median_us times a case.
+  double held_one_cta_us = 0;
+  double held_full_grid_us = 0;
+  double held_two_chained_us = 0;
+  double held_three_chained_us = 0;
   bool dependent_launch = false;  // the chained kernels were programmatic dependents
 };
 
