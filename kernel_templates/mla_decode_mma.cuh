@@ -209,8 +209,9 @@ MLA_INLINE void CpAsyncSmall(void* dst, const void* src) {
 // written by its load and read only by its store: any instruction reading it
 // earlier (packing it with its offset, moving it, selecting it) waits for the
 // load; packing it cost pages of 1 and 16 tokens 13-27 % (RESULTS.md v32).
-// Even so, exact edges on every record make pages of 1 token 1.5-2x slower
-// than whole chunks did (v32, which says how to win that back).
+// Even so, exact edges on every record made pages of 1 token 1.5-2x slower
+// than whole chunks (v32): where the caller gives kv's size, IssueMxTile
+// copies whole chunks inside it and exact edges only at the pool's ends.
 struct MxPieces {
   static constexpr u32 kNone = 0xffffu;
   u32 ats;             // byte offsets in the stage: piece 0 low half, 1 high (kNone: empty)
@@ -324,9 +325,14 @@ MLA_INLINE void IssueMxTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j
   static_assert(SPAN_CHUNKS * 16 >= 14 + MXFP4_TOKEN_BYTES, "a slot holds any record's span");
   // Pages of a multiple of 8 tokens in a 16-byte-aligned pool start and end
   // at multiples of 16 bytes: every chunk of a record's span then lies in its
-  // page, which the pool holds whole, and is copied whole.
+  // page, which the pool holds whole, and is copied whole. Otherwise a span's
+  // edge chunks hold bytes of the neighbouring records: copied whole where
+  // the caller said the pool holds them (kv_bytes), so that only the pool's
+  // first and last records take exact edges; with pages of 1 token, exact
+  // edges on every record cost 1.5-2x (RESULTS.md v32).
   const bool spans_inside_pages =
       PAGE_SIZE % 8 == 0 && (reinterpret_cast<unsigned long long>(kv) & 15) == 0;
+  const long long kv_bytes = static_cast<long long>(p.kv_bytes);
   for (int idx = tid; idx < valid * SPAN_CHUNKS; idx += threads) {
     const int tok = idx / SPAN_CHUNKS, ch = idx % SPAN_CHUNKS;
     const u8* record = kv + KvSlot<PAGE_SIZE>(p, s, j0 + tok) * MXFP4_TOKEN_BYTES;
@@ -336,7 +342,9 @@ MLA_INLINE void IssueMxTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j
     const int hi = min(16, phase + MXFP4_TOKEN_BYTES - 16 * ch);
     const int at = tok * SLOT + 16 * ch;
     const u8* src = record - phase + 16 * ch;
-    if (spans_inside_pages || (lo == 0 && hi == 16)) {
+    const long long in_pool = src - kv;  // the chunk's offset in the caller's buffer
+    if (spans_inside_pages || (lo == 0 && hi == 16) ||
+        (in_pool >= 0 && in_pool + 16 <= kv_bytes)) {
       CpAsync16(stage + at, src, true);
     } else {
       CopyChunkEdge(stage, at, src, lo, hi, pieces);

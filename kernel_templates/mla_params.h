@@ -67,6 +67,11 @@ struct MlaDecodeParams {
   int num_ctas;
   int num_combine;
   long long q_elements;      // total_q * H * 576 (the a8 amax kernel's extent)
+  // The caller's size of kv in bytes (mlajit_decode_args_t::kv_bytes), or 0
+  // when not given. MXFP4 copies whole 16-byte chunks across record edges
+  // only inside [kv, kv + kv_bytes) (mla_mma::IssueMxTile); without it they
+  // read no byte outside the addressed records.
+  unsigned long long kv_bytes;
   // Device-built plans (mla_plan.cuh): the planner's counters, MlaPlanCounter
   // order; the merge reads its item count and the a8 amax its extent from here
   // (num_combine and q_elements are then capacities). Null for host plans.

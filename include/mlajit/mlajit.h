@@ -29,7 +29,9 @@
  *        token_bytes = 1152 (bf16), 576 (fp8 e4m3), 306 (MXFP4: 288 packed e2m1,
  *        low nibble = even element, then 18 e8m0 scales, one per 32 elements)
  *        Decodes read only the bytes of the tokens a plan addresses: kv may
- *        end at its last token.
+ *        end at its last token. With kv_bytes given they may also read other
+ *        bytes inside [kv, kv + kv_bytes), never beyond (MXFP4 pages of fewer
+ *        than 8 tokens are copied in 16-byte chunks that straddle records).
  *   out: [total_q, num_heads, 512] bf16
  *   lse: [total_q, num_heads] fp32, natural log, optional (NULL)
  */
@@ -348,7 +350,8 @@ typedef struct mlajit_decode_args {
   uint32_t struct_size;     /* sizeof(mlajit_decode_args_t) */
   const void* q;            /* [total_q, num_heads, 576] bf16 */
   const void* kv;           /* see the layouts above */
-  uint64_t kv_bytes;        /* size of the kv allocation, for bounds validation; 0: unchecked */
+  uint64_t kv_bytes;        /* size of the kv allocation: bounds validation, and the extent
+                               decodes may read (see kv above); 0: unchecked */
   float kv_scale;           /* fp8: dequantisation scale (real = code * kv_scale); else ignored */
   const int32_t* kv_indices; /* paged: device page ids, indexed by kv_indptr; else NULL */
   void* out;                /* [total_q, num_heads, 512] bf16 */

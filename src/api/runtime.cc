@@ -454,6 +454,7 @@ absl::Status Plan::Decode(const mlajit_decode_args_t* a, void* stream) const {
   device_plan_->FillParams(&p);
   p.sm_scale = config_.sm_scale;
   p.kv_scale = config_.kv_format == MLAJIT_KV_FORMAT_FP8_E4M3 ? a->kv_scale : 1.0f;
+  p.kv_bytes = a->kv_bytes;
   if (kernel_->kv_tensor_maps) runtime_->kv_tensor_maps()->Fill(a->kv, &p);
   // Device-planned: a capacity; the kernels read the real count from plan_counters.
   p.q_elements = static_cast<long long>(total_q) * config_.num_heads * kHeadDimQk;

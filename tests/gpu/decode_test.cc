@@ -126,11 +126,14 @@ TEST_F(GpuDecodeTest, SixtyFourRowTiles) {
 
 // Runs `c` through its plan against the CPU reference and returns the plan's
 // description (mlajit_plan_describe_json), for tests of which tiles run.
-std::string ExpectMatchesAndDescribe(DecodeHarness& h, BatchConfig c) {
+// `declare_kv_bytes` false: the call gives no kv size (args.kv_bytes 0).
+std::string ExpectMatchesAndDescribe(DecodeHarness& h, BatchConfig c,
+                                     bool declare_kv_bytes = true) {
   c.seed = FreshSeed();
   absl::StatusOr<std::unique_ptr<DeviceBatch>> db = h.Upload(c, true);
   EXPECT_TRUE(db.ok()) << db.status();
   if (!db.ok()) return "";
+  if (!declare_kv_bytes) (*db)->args.kv_bytes = 0;
   const std::string plan = DescribePlan(**db);
   absl::StatusOr<CaseResult> r = h.Check(**db, {});
   EXPECT_TRUE(r.ok()) << r.status();
@@ -244,7 +247,9 @@ TEST_F(GpuDecodeTest, Mxfp4SwapAbTilesEveryPageSizeAndQMode) {
   // (records copied one by one), 64 and flat (one run per tile); both Q
   // modes; 16- and 32-row tiles with one converting warpgroup (8 warps, 2 and
   // 3 raw stages) or two (12 warps, one raw stage each); part tiles,
-  // empty sequences, and sequences split over CTAs. (Other architectures run
+  // empty sequences, and sequences split over CTAs. Pages of 1 token with
+  // and without kv_bytes: records are copied in whole chunks inside the
+  // declared buffer, with exact edges outside it. (Other architectures run
   // the 8-warp shapes on the mma.sync path and refuse the 12-warp ones.)
   struct Forced {
     const char* tiles;
@@ -261,6 +266,7 @@ TEST_F(GpuDecodeTest, Mxfp4SwapAbTilesEveryPageSizeAndQMode) {
         c.zero_length_fraction = 0.2;
         const std::string plan = ExpectMatchesAndDescribe(*harness_, c);
         EXPECT_EQ(IntField(plan, "num_warps"), f.warps) << plan;
+        if (page == 1) ExpectMatchesAndDescribe(*harness_, c, /*declare_kv_bytes=*/false);
       }
     }
   }
