@@ -297,82 +297,58 @@ MLA_INLINE void CopyRecordRun(u8* stage, const u8* first, const u8* end, int tid
 }
 
 // MXFP4: starts loading the `valid` tokens j0.. of a BLOCK_N-token tile into
-// `stage` (BLOCK_N x RAW_STRIDE bytes), by THREADS threads, this one `tid`.
-// No byte outside the tokens' records is read, or, where the caller gave
-// kv_bytes, outside [kv, kv + kv_bytes). 2-byte pieces are left in `pieces`
-// (StoreMxPieces before the stage is read).
+// `stage` (BLOCK_N x RAW_STRIDE bytes), by `threads` threads, this one `tid`.
+// No byte outside the tokens' records is read. 2-byte pieces are left in
+// `pieces` (StoreMxPieces before the stage is read).
 // Also used by the sm_90a swap-AB path's converting warpgroups (mla_wgmma_mxfp4.cuh).
-template <int THREADS>
 MLA_INLINE void IssueMxTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0, int valid,
-                            u8* stage, int tid, MxPieces& pieces) {
+                            u8* stage, int tid, int threads, MxPieces& pieces) {
   const u8* kv = static_cast<const u8*>(p.kv);
   if (MX_CONTIGUOUS) {
     // Tokens j0.. are consecutive 306-byte records: one run (the conversion
     // skips the leading offset), its edges by the last two threads.
     const u8* first = kv + KvSlot<PAGE_SIZE>(p, s, j0) * MXFP4_TOKEN_BYTES;
-    CopyRecordRun(stage, first, first + valid * MXFP4_TOKEN_BYTES, tid, THREADS, THREADS - 1,
-                  THREADS - 2, pieces);
+    CopyRecordRun(stage, first, first + valid * MXFP4_TOKEN_BYTES, tid, threads, threads - 1,
+                  threads - 2, pieces);
     return;
   }
   // Token by token (pages shorter than a tile): each record is copied as the
   // 20-chunk span that holds it into its own RAW_STRIDE-byte slot, where it
-  // starts at its address mod 16 (MxRecordOffset). 20 consecutive threads
-  // copy one record, so that a warp's copies are whole cache lines and its
-  // page-table loads hit 2 or 3 entries. (Plain 2-byte loads of whole
-  // records, one page-table lookup each, made page sizes 1..32 about 4x
-  // slower than flat, RESULTS.md v24.)
+  // starts at its address mod 16 (MxRecordOffset); the span's first and last
+  // chunks only in part (CopyChunkEdge). 20 consecutive threads copy one
+  // record, so that a warp's copies are whole cache lines and its page-table
+  // loads hit 2 or 3 entries. (Plain 2-byte loads of whole records, one
+  // page-table lookup each, made page sizes 1..32 about 4x slower than flat,
+  // RESULTS.md v24.)
   constexpr int SLOT = MlaRawTokenStride(KV_FORMAT_MXFP4);  // RAW_STRIDE where this runs
   constexpr int SPAN_CHUNKS = SLOT / 16;
-  constexpr int PASSES = (64 * SPAN_CHUNKS + THREADS - 1) / THREADS;  // of the loop below, at most
   static_assert(SPAN_CHUNKS * 16 >= 14 + MXFP4_TOKEN_BYTES, "a slot holds any record's span");
-  static_assert(BLOCK_N <= 64 && PASSES <= 32, "one bit per pass marks a chunk with edges");
-  // A span's first and last chunks also hold bytes of the neighbouring
-  // records. They are copied whole where that stays inside the pool: always
-  // for pages of a multiple of 8 tokens in a 16-byte-aligned pool (a span
-  // then lies in its page), else inside [kv, kv + kv_bytes) when the caller
-  // gave kv_bytes. The rest, the pool's first and last records or every
-  // record without kv_bytes, take exact edges (CopyChunkEdge) after the
-  // loop, which keeps the loop itself as short as before exact edges
-  // existed: exact edges on every record made pages of 1 token 1.5-2x slower
-  // (RESULTS.md v32), and a branch to them inside the loop still cost the
-  // converting warpgroups (v33).
+  // Pages of a multiple of 8 tokens in a 16-byte-aligned pool start and end
+  // at multiples of 16 bytes: every chunk of a record's span then lies in its
+  // page, which the pool holds whole, and is copied whole. Otherwise a span's
+  // edge chunks hold bytes of the neighbouring records: copied whole where
+  // the caller said the pool holds them (kv_bytes), so that only the pool's
+  // first and last records take exact edges; with pages of 1 token, exact
+  // edges on every record cost 1.5-2x (RESULTS.md v32).
   const bool spans_inside_pages =
       PAGE_SIZE % 8 == 0 && (reinterpret_cast<unsigned long long>(kv) & 15) == 0;
-  // Chunks at offsets up to this are whole in the pool (none without kv_bytes).
-  const unsigned long long last_whole = p.kv_bytes >= 16 ? p.kv_bytes - 16 : 0;
-  const bool sized = p.kv_bytes >= 16;
-  unsigned edges = 0;  // bit i: the chunk of pass i is copied after the loop
-  auto chunk_of = [&](int idx, int& at, const u8*& src, int& lo, int& hi) {
+  const long long kv_bytes = static_cast<long long>(p.kv_bytes);
+  for (int idx = tid; idx < valid * SPAN_CHUNKS; idx += threads) {
     const int tok = idx / SPAN_CHUNKS, ch = idx % SPAN_CHUNKS;
     const u8* record = kv + KvSlot<PAGE_SIZE>(p, s, j0 + tok) * MXFP4_TOKEN_BYTES;
     const int phase = static_cast<int>(reinterpret_cast<unsigned long long>(record) & 15);
     // The record's bytes in chunk ch of its span: [lo, hi).
-    lo = ch == 0 ? phase : 0;
-    hi = min(16, phase + MXFP4_TOKEN_BYTES - 16 * ch);
-    at = tok * SLOT + 16 * ch;
-    src = record - phase + 16 * ch;
-  };
-#pragma unroll
-  for (int i = 0; i < PASSES; ++i) {
-    const int idx = tid + i * THREADS;
-    if (idx < valid * SPAN_CHUNKS) {
-      int at, lo, hi;
-      const u8* src;
-      chunk_of(idx, at, src, lo, hi);
-      // One unsigned compare: at or after kv, and ending inside kv_bytes.
-      const bool in_pool = sized && static_cast<unsigned long long>(src - kv) <= last_whole;
-      if (spans_inside_pages || in_pool || (lo == 0 && hi == 16)) {
-        CpAsync16(stage + at, src, true);
-      } else {
-        edges |= 1u << i;
-      }
+    const int lo = ch == 0 ? phase : 0;
+    const int hi = min(16, phase + MXFP4_TOKEN_BYTES - 16 * ch);
+    const int at = tok * SLOT + 16 * ch;
+    const u8* src = record - phase + 16 * ch;
+    const long long in_pool = src - kv;  // the chunk's offset in the caller's buffer
+    if (spans_inside_pages || (lo == 0 && hi == 16) ||
+        (in_pool >= 0 && in_pool + 16 <= kv_bytes)) {
+      CpAsync16(stage + at, src, true);
+    } else {
+      CopyChunkEdge(stage, at, src, lo, hi, pieces);
     }
-  }
-  for (; edges != 0; edges &= edges - 1) {
-    int at, lo, hi;
-    const u8* src;
-    chunk_of(tid + (__ffs(edges) - 1) * THREADS, at, src, lo, hi);
-    CopyChunkEdge(stage, at, src, lo, hi, pieces);
   }
 }
 
@@ -413,8 +389,8 @@ MLA_INLINE void IssueKvTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j
                             int buf, const Smem& sm, MxPieces& pieces) {
   const u8* kv = static_cast<const u8*>(p.kv);
   if (KV_FORMAT == KV_FORMAT_MXFP4) {
-    IssueMxTile<NUM_THREADS>(p, s, j0, min(BLOCK_N, kv_hi - j0),
-                             sm.raw + buf * BLOCK_N * RAW_STRIDE, threadIdx.x, pieces);
+    IssueMxTile(p, s, j0, min(BLOCK_N, kv_hi - j0), sm.raw + buf * BLOCK_N * RAW_STRIDE,
+                threadIdx.x, NUM_THREADS, pieces);
     return;
   }
   // Eight consecutive lanes per token, each copying every 8th 16-byte chunk:

@@ -187,9 +187,8 @@ MLA_INLINE void CopyAndConvertTiles(const MlaDecodeParams& p, const Smem& sm, in
     mla_mma::MxPieces pieces[MX_STAGES_EACH];
     auto issue = [&](int k, mla_mma::MxPieces& into) {
       const int j0 = r.kv_lo + tile(k) * TILE;
-      mla_mma::IssueMxTile<NUM_THREADS>(p, s, j0, min(TILE, r.kv_hi - j0),
-                                        stages + (k % MX_STAGES_EACH) * MX_STAGE_BYTES, tid,
-                                        into);
+      mla_mma::IssueMxTile(p, s, j0, min(TILE, r.kv_hi - j0),
+                           stages + (k % MX_STAGES_EACH) * MX_STAGE_BYTES, tid, NUM_THREADS, into);
     };
     SyncConverter(c);  // every thread has read its shares of the previous item's stages
 #pragma unroll
