@@ -304,7 +304,7 @@ absl::StatusOr<Result> RunCase(DecodeHarness& h, const Case& c, const Ceilings& 
   };
   gpu::StreamHandle stream = nullptr;
   MLAJIT_ASSIGN_OR_RETURN(stream, b->CreateStream(dev));
-  std::vector<gpu::EventHandle> ev(2 * runs + 2);
+  std::vector<gpu::EventHandle> ev(2);  // the burst and the graph replays
   for (auto& e : ev) {
     MLAJIT_ASSIGN_OR_RETURN(e, b->CreateEvent(dev));
   }
@@ -335,44 +335,35 @@ absl::StatusOr<Result> RunCase(DecodeHarness& h, const Case& c, const Ceilings& 
   // reached (stream_hold.h). The clock is sampled from the first enqueue
   // until the last call is done: the GPU runs behind the host, so the window
   // covers all timed calls.
-  auto timed_calls = [&](bool held) -> absl::StatusOr<std::vector<double>> {
-    for (int i = 0; i < runs; ++i) {
-      mlajit_decode_args_t a = args_for(i);
-      if (held) MLAJIT_RETURN_IF_ERROR(hold.Enqueue(stream, r.hold_us));
-      MLAJIT_RETURN_IF_ERROR(b->RecordEvent(dev, ev[2 * i], stream));
-      MLAJIT_RETURN_IF_ERROR(harness::FromC(mlajit_decode(db->plan, &a, stream)));
-      MLAJIT_RETURN_IF_ERROR(b->RecordEvent(dev, ev[2 * i + 1], stream));
-    }
-    MLAJIT_RETURN_IF_ERROR(b->StreamSynchronize(dev, stream));
-    std::vector<double> us(runs);
-    for (int i = 0; i < runs; ++i) {
-      MLAJIT_ASSIGN_OR_RETURN(float ms, b->ElapsedMs(ev[2 * i], ev[2 * i + 1]));
-      us[i] = ms * 1e3;
-    }
-    return us;
+  const EnqueueCall held = [&](int) { return hold.Enqueue(stream, r.hold_us); };
+  auto timed_calls = [&](const EnqueueCall& before) -> absl::StatusOr<std::vector<double>> {
+    MLAJIT_ASSIGN_OR_RETURN(std::vector<double> ms,
+                            DeviceTimesMs(b, dev, stream, decode, runs, before));
+    for (double& t : ms) t *= 1e3;
+    return ms;
   };
   if (clocks != nullptr) clocks->Start();
-  MLAJIT_ASSIGN_OR_RETURN(r.times_us, timed_calls(true));
+  MLAJIT_ASSIGN_OR_RETURN(r.times_us, timed_calls(held));
   if (clocks != nullptr) r.clocks = clocks->Stop();
   r.median_us = Median(r.times_us);
   r.min_us = *std::min_element(r.times_us.begin(), r.times_us.end());
   // The same calls host-paced, as median_us was timed until RESULTS.md v33.
-  MLAJIT_ASSIGN_OR_RETURN(std::vector<double> paced, timed_calls(false));
+  MLAJIT_ASSIGN_OR_RETURN(std::vector<double> paced, timed_calls(nullptr));
   r.paced_us = Median(paced);
   // Burst: one pair of events around all calls; hides host launch gaps.
-  MLAJIT_RETURN_IF_ERROR(b->RecordEvent(dev, ev[2 * runs], stream));
+  MLAJIT_RETURN_IF_ERROR(b->RecordEvent(dev, ev[0], stream));
   for (int i = 0; i < runs; ++i) {
     mlajit_decode_args_t a = args_for(i);
     MLAJIT_RETURN_IF_ERROR(harness::FromC(mlajit_decode(db->plan, &a, stream)));
   }
-  MLAJIT_RETURN_IF_ERROR(b->RecordEvent(dev, ev[2 * runs + 1], stream));
+  MLAJIT_RETURN_IF_ERROR(b->RecordEvent(dev, ev[1], stream));
   MLAJIT_RETURN_IF_ERROR(b->StreamSynchronize(dev, stream));
-  MLAJIT_ASSIGN_OR_RETURN(float burst_ms, b->ElapsedMs(ev[2 * runs], ev[2 * runs + 1]));
+  MLAJIT_ASSIGN_OR_RETURN(float burst_ms, b->ElapsedMs(ev[0], ev[1]));
   r.burst_us = burst_ms * 1e3 / runs;
   // Graph replays; the burst's events have been read and may be recorded again.
   MLAJIT_ASSIGN_OR_RETURN(r.graph_us,
-                          GraphReplayUs(b, dev, stream, db->plan, db->args, runs, ev[2 * runs],
-                                        ev[2 * runs + 1], CaseName(c.config)));
+                          GraphReplayUs(b, dev, stream, db->plan, db->args, runs, ev[0],
+                                        ev[1], CaseName(c.config)));
   for (auto e : ev) (void)b->DestroyEvent(dev, e);
   (void)b->DestroyStream(dev, stream);
   return r;

@@ -64,9 +64,10 @@ absl::StatusOr<int> WarmUp(gpu::Backend* backend, int device, gpu::StreamHandle 
   }
 }
 
-absl::StatusOr<double> MedianDeviceMs(gpu::Backend* backend, int device, gpu::StreamHandle stream,
-                                      const EnqueueCall& enqueue, int runs,
-                                      const EnqueueCall& before) {
+absl::StatusOr<std::vector<double>> DeviceTimesMs(gpu::Backend* backend, int device,
+                                                  gpu::StreamHandle stream,
+                                                  const EnqueueCall& enqueue, int runs,
+                                                  const EnqueueCall& before) {
   std::vector<gpu::EventHandle> events;
   absl::Status status;
   for (int i = 0; i < 2 * runs && status.ok(); ++i) {
@@ -89,7 +90,15 @@ absl::StatusOr<double> MedianDeviceMs(gpu::Backend* backend, int device, gpu::St
   }
   for (gpu::EventHandle e : events) (void)backend->DestroyEvent(device, e);
   MLAJIT_RETURN_IF_ERROR(status);
-  if (ms.empty()) return absl::InvalidArgumentError("MedianDeviceMs: runs must be positive");
+  if (ms.empty()) return absl::InvalidArgumentError("DeviceTimesMs: runs must be positive");
+  return ms;
+}
+
+absl::StatusOr<double> MedianDeviceMs(gpu::Backend* backend, int device, gpu::StreamHandle stream,
+                                      const EnqueueCall& enqueue, int runs,
+                                      const EnqueueCall& before) {
+  MLAJIT_ASSIGN_OR_RETURN(std::vector<double> ms,
+                          DeviceTimesMs(backend, device, stream, enqueue, runs, before));
   return Median(std::move(ms));
 }
 

@@ -32,9 +32,16 @@ absl::StatusOr<int> WarmUp(gpu::Backend* backend, int device, gpu::StreamHandle 
 // The upper median of `v` (0 for none): what every timing of the bench reports.
 double Median(std::vector<double> v);
 
-// The median device time (ms) of `runs` calls of `enqueue` on `stream`, each
-// between its own pair of events. `before(i)`, when given, is enqueued ahead
-// of call i's start event, outside its window (a StreamHold, stream_hold.h).
+// The device time (ms) of each of `runs` calls of `enqueue` on `stream`, in
+// call order, each between its own pair of events. `before(i)`, when given,
+// is enqueued ahead of call i's start event, outside its window (a
+// StreamHold, stream_hold.h).
+absl::StatusOr<std::vector<double>> DeviceTimesMs(gpu::Backend* backend, int device,
+                                                  gpu::StreamHandle stream,
+                                                  const EnqueueCall& enqueue, int runs,
+                                                  const EnqueueCall& before = nullptr);
+
+// The median of DeviceTimesMs.
 absl::StatusOr<double> MedianDeviceMs(gpu::Backend* backend, int device, gpu::StreamHandle stream,
                                       const EnqueueCall& enqueue, int runs,
                                       const EnqueueCall& before = nullptr);

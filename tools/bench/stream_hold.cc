@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "src/base/status_macros.h"
 
 namespace mlajit::bench {
@@ -40,7 +41,8 @@ absl::StatusOr<std::unique_ptr<StreamHold>> StreamHold::Load(gpu::Backend* backe
 
 absl::Status StreamHold::Enqueue(gpu::StreamHandle stream, double us) const {
   if (!(us >= 0 && us < 1e6)) {
-    return absl::InvalidArgumentError("StreamHold: us must be in [0, 1e6)");
+    return absl::InvalidArgumentError(
+        absl::StrCat("StreamHold: us=", us, ": expected microseconds in [0, 1e6)"));
   }
   uint64_t ns = static_cast<uint64_t>(std::llround(us * 1e3));
   void* args[] = {&ns};
