@@ -227,7 +227,9 @@ TEST(JitCompile, WarpgroupMmaShapesCompileForSm90a) {
 // The sm_90a 64-row paths, likewise: the policy's (mla_decode_wgmma_rows_ws.cuh
 // for fp8, mla_decode_wgmma_rows.cuh for bf16) and fp8 on the two-warpgroup
 // one (a tuner candidate); every Q mode, flat and paged (page sizes 64 and
-// 1, whose copies look pages up), causal and not.
+// 1, whose copies look pages up), causal and not. The warp-specialised
+// kernels must keep everything in registers too: setmaxnreg gives each role
+// a fixed budget (120 and 192), and a schedule change can spill inside it.
 TEST(JitCompile, SixtyFourRowWgmmaShapesCompileForSm90a) {
   REQUIRE_COMPILER("sm_90a");
   auto kc = KernelCompiler::Create(MemoryCache());
@@ -250,7 +252,7 @@ TEST(JitCompile, SixtyFourRowWgmmaShapesCompileForSm90a) {
           ASSERT_EQ(plan::RunsWgmmaRowsPath("sm_90a", kv, t.block_m, t.block_n, t.num_warps), !ws);
           KernelSpec spec = Sm90aSpec(heads, q_len, kv, q_mode, page_size, t);
           spec.causal = page_size != 64;
-          ExpectCompiles(**kc, spec, /*no_spills=*/t.block_m == 16 || t.block_n == 32);
+          ExpectCompiles(**kc, spec, /*no_spills=*/ws || t.block_m == 16 || t.block_n == 32);
           ++compiled;
         }
       }
