@@ -43,6 +43,7 @@
 #include "mla_wgmma_rows_layout.h"
 #include "mla_wgmma_ss.cuh"
 #include "mla_wgmma_tma.cuh"
+#include "mla_timeline.cuh"
 
 namespace mla_wgmma_rows_ws {
 
@@ -259,6 +260,14 @@ MLA_INLINE void VFragments(const VCodes& v, u32 (&a)[4][4]) {
   }
 }
 
+// Timeline stamps (mla_timeline.cuh; nothing unless MLA_TIMELINE is set):
+// the scorer's by thread 0, the accumulators' by thread 128, which also
+// issues the tensor copies.
+MLA_INLINE void ScorerStamp(int g, int event) { mla_timeline::Stamp(0, 0, g, event); }
+MLA_INLINE void AccumulatorStamp(int g, int event) {
+  mla_timeline::Stamp(1, WG_THREADS, g, event);
+}
+
 // ---- the scorer ------------------------------------------------------------------
 
 // Waits until tile g has landed in its stage. The copies' writes are generic
@@ -309,10 +318,14 @@ MLA_INLINE void ScoreItem(const MlaDecodeParams& p, const MlaWorkItem& item, con
   const int n = range.num_tiles;
   if (n == 0) return;
   float hi[32], lo[32];
-  IssueS(sm, WaitForTile(sm, g0), hi, lo);
+  const u8* first = WaitForTile(sm, g0);
+  ScorerStamp(g0, mla_timeline::kTileLanded);
+  IssueS(sm, first, hi, lo);
+  ScorerStamp(g0, mla_timeline::kSIssued);
   for (int t = 0; t < n; ++t) {
     const int g = g0 + t;
     Wait<0>();
+    ScorerStamp(g, mla_timeline::kSDone);
     PinAccumulators(hi);
     if (Q_SPLIT) PinAccumulators(lo);
     float sc[32];
@@ -324,14 +337,21 @@ MLA_INLINE void ScoreItem(const MlaDecodeParams& p, const MlaWorkItem& item, con
     MaskScores(sc, lim, j0, range.kv_lo + (t + 1) * TILE > min(lim[0], lim[1]));
     const int b = g & 1;
     MbarWait(&sm.pempty[b], PParity(g) ^ 1u);  // P V of tile g - 2 is done with buffer b
+    ScorerStamp(g, mla_timeline::kPBufferFree);
     SoftmaxRowsToP(sc, score_scale, st.m, st.l, sm.p + b * P_BYTES, sm.alpha + b * ROWS, row0,
                    quad);
     FenceProxyAsync();  // P -> the accumulators' wgmma reads
     MbarArrive(&sm.pfull[b]);
+    ScorerStamp(g, mla_timeline::kPWritten);
     // S of the next tile goes to the tensor cores ahead of P V of this one
     // (the accumulators see P a little later), so that this warpgroup's next
     // softmax runs while they multiply.
-    if (t + 1 < n) IssueS(sm, WaitForTile(sm, g + 1), hi, lo);
+    if (t + 1 < n) {
+      const u8* next = WaitForTile(sm, g + 1);
+      ScorerStamp(g + 1, mla_timeline::kTileLanded);
+      IssueS(sm, next, hi, lo);
+      ScorerStamp(g + 1, mla_timeline::kSIssued);
+    }
   }
 }
 
@@ -361,7 +381,9 @@ MLA_INLINE void AccumulateItem(const MlaDecodeParams& p, const MlaSeqInfo& s, co
   for (int t = 0; t < n; ++t) {
     const int g = g0 + t, b = g & 1;
     const u8* stage = sm.kv + StageOf(g) * STAGE_BYTES;
+    AccumulatorStamp(g, mla_timeline::kTileStart);
     MbarWait(&sm.pfull[b], PParity(g));
+    AccumulatorStamp(g, mla_timeline::kPSeen);
     // Rescale the rows whose maximum moved (columns 8 j + 2 quad + e).
     const float* alpha = sm.alpha + b * ROWS + 2 * quad;
     float2 al[8];
@@ -400,7 +422,9 @@ MLA_INLINE void AccumulateItem(const MlaDecodeParams& p, const MlaSeqInfo& s, co
         RsM64N64K16(o[blk], frag[blk], p_desc.At(step * STEP_BYTES), 1);
       Commit();
       if (step + 1 < TILE / 16) Wait<1>();  // the last group is waited for below
+      if (step == 0) AccumulatorStamp(g, mla_timeline::kFirstGroupDone);
     }
+    AccumulatorStamp(g, mla_timeline::kLastGroupIssued);
     // Every thread of both warpgroups has read its codes of tile g, and S of
     // it is done (P was written after it): the stage takes tile g + STAGES.
     // (The fence: this thread's cp.async writes of tile g, which it waited
@@ -411,7 +435,9 @@ MLA_INLINE void AccumulateItem(const MlaDecodeParams& p, const MlaSeqInfo& s, co
       IssueTile(p, s, range.kv_lo + (t + STAGES) * TILE, range.kv_hi,
                 sm.kv + StageOf(g) * STAGE_BYTES, &sm.kfull[StageOf(g)], c);
     }
+    AccumulatorStamp(g, mla_timeline::kStageHandedOver);
     Wait<0>();
+    AccumulatorStamp(g, mla_timeline::kDrained);
 #pragma unroll
     for (int blk = 0; blk < 4; ++blk) PinAccumulators(o[blk]);
     MbarArrive(&sm.pempty[b]);
@@ -529,6 +555,7 @@ MLA_INLINE void DecodeCta(const MlaDecodeParams& p) {
       MbarInit(&sm.pempty[b], ACC_THREADS);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    mla_timeline::BeginLaunch();
     if (mla_wgmma::KV_TMA && p.kv_map_rows > 0) {
       mla_wgmma::PrefetchTensorMap(&p.kv_maps[0]);
       mla_wgmma::PrefetchTensorMap(&p.kv_maps[1]);
@@ -553,6 +580,7 @@ MLA_INLINE void DecodeCta(const MlaDecodeParams& p) {
       next_seq = LoadSeq(p, next.seq);
       g += mla_wgmma::RangeOf(item, seq, ROWS).num_tiles;
     });
+    mla_timeline::EndLaunch(WG_THREADS);  // after the item's last barrier: the scorer is done too
   }
 }
 

@@ -16,6 +16,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
@@ -98,6 +99,25 @@ absl::StatusOr<Compiler*> KernelCompiler::CompilerFor(const std::string& arch) {
   return c;
 }
 
+namespace {
+
+// MLAJIT_TIMELINE=N (kernel development): kernels stamp a timeline of one CTA
+// on their N-th launch (kernel_templates/mla_timeline.cuh). The define is a
+// compile option, so such binaries have keys of their own in the cache.
+absl::Status AddTimelineOption(std::vector<std::string>& options) {
+  const char* value = std::getenv("MLAJIT_TIMELINE");
+  if (value == nullptr || value[0] == '\0') return absl::OkStatus();
+  int launch = 0;
+  if (!absl::SimpleAtoi(value, &launch) || launch < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "MLAJIT_TIMELINE is '", value, "': expected the launch to stamp, an integer >= 1"));
+  }
+  options.push_back(absl::StrCat("-DMLA_TIMELINE=", launch));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<PreparedKernel> KernelCompiler::Prepare(const KernelSpec& spec) {
   MLAJIT_RETURN_IF_ERROR(ValidateSpec(spec));
   PreparedKernel p;
@@ -106,6 +126,7 @@ absl::StatusOr<PreparedKernel> KernelCompiler::Prepare(const KernelSpec& spec) {
   MLAJIT_ASSIGN_OR_RETURN(p.source,
                           RenderTemplate(*templates_, spec.template_name, SpecBindings(spec)));
   p.options = p.compiler->Options(spec.arch);
+  MLAJIT_RETURN_IF_ERROR(AddTimelineOption(p.options));
   KeyInputs in;
   in.source = &p.source;
   in.options = p.options;

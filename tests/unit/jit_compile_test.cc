@@ -21,12 +21,15 @@
 #include "src/jit/kernel_compiler.h"
 #include "src/jit/template_store.h"
 #include "src/plan/tile_policy.h"
+#include "tests/unit/scoped_env.h"
 
 namespace mlajit::jit {
 namespace {
 
+using ::testing::Contains;
 using ::testing::HasSubstr;
 using ::testing::Not;
+using test_support::ScopedEnv;
 
 std::string FreshDir(const std::string& name) {
   std::string dir = ::testing::TempDir() + "/" + name + "_" + std::to_string(getpid());
@@ -259,6 +262,40 @@ TEST(JitCompile, SixtyFourRowWgmmaShapesCompileForSm90a) {
     }
   }
   EXPECT_EQ(compiled, 18);
+}
+
+// MLAJIT_TIMELINE (kernel_templates/mla_timeline.cuh): the warp-specialised
+// kernel with its stamps compiled in still issues its wgmmas unserialized
+// (the stamps are predicated stores, not branches), and the define is a
+// compile option, so the binary has a key of its own. A value that is not a
+// launch number is refused by name before anything is compiled.
+TEST(JitCompile, TimelineBuildsKeepTheirWgmmasAndKeys) {
+  REQUIRE_COMPILER("sm_90a");
+  auto kc = KernelCompiler::Create(MemoryCache());
+  ASSERT_TRUE(kc.ok()) << kc.status();
+  const plan::TileShape t = plan::ChooseTiles("sm_90a", 64, KvFormat::kFp8E4m3);
+  ASSERT_TRUE(plan::RunsWgmmaRowsWsPath("sm_90a", KvFormat::kFp8E4m3, t.block_m, t.block_n,
+                                        t.num_warps));
+  const KernelSpec spec = Sm90aSpec(16, 4, KvFormat::kFp8E4m3, QMode::kBf16, 0, t);
+  auto plain = (*kc)->Prepare(spec);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  {
+    ScopedEnv env("MLAJIT_TIMELINE", "151");
+    auto stamped = (*kc)->Prepare(spec);
+    ASSERT_TRUE(stamped.ok()) << stamped.status();
+    EXPECT_THAT(stamped->options, Contains("-DMLA_TIMELINE=151"));
+    EXPECT_THAT(plain->options, Not(Contains(HasSubstr("MLA_TIMELINE"))));
+    EXPECT_NE(stamped->key.Hex(), plain->key.Hex());
+    ExpectCompiles(**kc, spec);
+  }
+  for (const char* bad : {"0", "-3", "soon"}) {
+    ScopedEnv env("MLAJIT_TIMELINE", bad);
+    auto p = (*kc)->Prepare(spec);
+    ASSERT_FALSE(p.ok()) << bad;
+    EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(p.status().message()), HasSubstr("MLAJIT_TIMELINE"));
+    EXPECT_THAT(std::string(p.status().message()), HasSubstr(bad));
+  }
 }
 
 // MXFP4 on sm_90a: the swap-AB path's converting warpgroups (16-row tiles

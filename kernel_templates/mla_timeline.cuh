@@ -1,0 +1,114 @@
+// An opt-in timeline of one CTA, for kernel development: where a tile's time
+// goes between the warpgroups' hand-overs (RESULTS.md v34 found the
+// warp-specialised path's critical chain this way).
+//
+// Off unless the kernel is compiled with MLA_TIMELINE=N (MLAJIT_TIMELINE=N in
+// the environment; the compile options are part of the cache key): then on
+// the N-th launch of the decode kernel (N >= 1, counted per loaded module),
+// CTA 0 stamps clock64 at each event of its first TILES tiles (counted over
+// its work items), one thread per role, and the merge kernel of that call
+// prints the stamps (so only calls with a split merge print), one line per
+// tile:
+//   mla_timeline tile T role R: c0 c1 ... (cycles since the first stamp; -1: none)
+// tools/bench/timeline.py turns a run's lines into per-step medians. Off, every
+// stamp compiles to nothing (the PTX is the same as without them). On, the
+// kernel differs a little (a 4-byte spill in the warp-specialised path, 1 KB
+// of static shared memory for one flag), so cases are timed without it. The
+// stamps are predicated stores, not branches: a branch between wgmmas that
+// ptxas cannot prove uniform serializes them (info C7518).
+#ifndef MLAJIT_KERNEL_TEMPLATES_MLA_TIMELINE_CUH_
+#define MLAJIT_KERNEL_TEMPLATES_MLA_TIMELINE_CUH_
+
+#include "mla_common.cuh"
+
+namespace mla_timeline {
+
+constexpr int TILES = 40;
+constexpr int EVENTS = 8;
+constexpr int ROLES = 2;
+
+// Events of the warp-specialised 64-row path (mla_decode_wgmma_rows_ws.cuh).
+enum ScorerEvent {
+  kTileLanded = 0,    // the tile's wait returned; S is issued next
+  kSIssued = 1,       // the issue returned (it blocks while the tensor cores are busy)
+  kSDone = 2,         // S waited for
+  kPBufferFree = 3,   // the P buffer came back
+  kPWritten = 4,      // P and the rescale factors published
+};
+enum AccumulatorEvent {
+  kTileStart = 0,        // waiting for P next
+  kPSeen = 1,            // P arrived
+  kFirstGroupDone = 2,   // the first k-step's products issued, the ones before waited for
+  kLastGroupIssued = 3,  // the last k-step's products issued
+  kStageHandedOver = 4,  // the stage's next copy issued
+  kDrained = 5,          // the tile's products done
+};
+
+#if !MLA_HIP && defined(__CUDA_ARCH__) && defined(MLA_TIMELINE) && MLA_TIMELINE > 0
+constexpr bool ON = true;
+__device__ long long stamps[ROLES][TILES][EVENTS];
+__device__ unsigned int launches;  // decode launches so far; PRINT_NOW once stamped
+__shared__ int stamping;           // this CTA stamps on this launch
+constexpr unsigned int PRINT_NOW = 0x40000000u, PRINTED = 0x80000000u;
+
+// At the decode kernel's start, one thread per CTA, before a barrier.
+MLA_INLINE void BeginLaunch() {
+  if (threadIdx.x == 0) {
+    stamping = blockIdx.x == 0 && atomicAdd(&launches, 1u) + 1u == MLA_TIMELINE;
+    if (stamping) {
+      for (int i = 0; i < ROLES * TILES * EVENTS; ++i) (&stamps[0][0][0])[i] = -1;
+      __threadfence();
+    }
+  }
+}
+// Thread `first_thread` of the role stamps `event` of `tile`.
+MLA_INLINE void Stamp(int role, int first_thread, int tile, int event) {
+  const int on = stamping & (tile < TILES) & (static_cast<int>(threadIdx.x) == first_thread);
+  long long* at = &stamps[role][tile < TILES ? tile : 0][event];
+  asm volatile(
+      "{\n.reg .pred q;\n.reg .u64 c;\nsetp.ne.s32 q, %0, 0;\nmov.u64 c, %%clock64;\n"
+      "@q st.global.u64 [%1], c;\n}\n" ::"r"(on),
+      "l"(at));  // no memory clobber: volatile asm keeps its place among the
+                 // wgmma and mbarrier asm, and loads may still move around it
+}
+// Once the stamping thread of the last role to finish is done.
+MLA_INLINE void EndLaunch(int last_thread) {
+  const int on = stamping & (static_cast<int>(threadIdx.x) == last_thread);
+  asm volatile(
+      "{\n.reg .pred q;\nsetp.ne.s32 q, %0, 0;\n@q red.global.or.b32 [%1], %2;\n}\n" ::"r"(on),
+      "l"(&launches), "r"(PRINT_NOW)
+      : "memory");
+}
+// In the merge kernel, after it waited for the decode. (Later launches keep
+// counting in the low bits; the flags stay.)
+MLA_INLINE void PrintIfStamped() {
+  if (blockIdx.x != 0 || threadIdx.x != 0) return;
+  const unsigned int seen = *reinterpret_cast<volatile unsigned int*>(&launches);
+  if ((seen & PRINT_NOW) == 0 || (seen & PRINTED) != 0) return;
+  if ((atomicOr(&launches, PRINTED) & PRINTED) != 0) return;
+  long long t0 = stamps[0][0][0];
+  for (int r = 0; r < ROLES; ++r) {
+    for (int e = 0; e < EVENTS; ++e) {
+      if (stamps[r][0][e] >= 0 && stamps[r][0][e] < t0) t0 = stamps[r][0][e];
+    }
+  }
+  for (int t = 0; t < TILES; ++t) {
+    for (int r = 0; r < ROLES; ++r) {
+      long long d[EVENTS];
+      for (int e = 0; e < EVENTS; ++e) d[e] = stamps[r][t][e] < 0 ? -1 : stamps[r][t][e] - t0;
+      printf("mla_timeline tile %d role %d: %lld %lld %lld %lld %lld %lld %lld %lld\n", t, r, d[0],
+             d[1], d[2], d[3], d[4], d[5], d[6], d[7]);
+    }
+  }
+}
+#else
+constexpr bool ON = false;
+MLA_INLINE void BeginLaunch() {}
+MLA_INLINE void Stamp(int, int, int, int) {}
+MLA_INLINE void EndLaunch(int) {}
+MLA_INLINE void PrintIfStamped() {}
+#endif
+
+}  // namespace mla_timeline
+
+#endif  // MLAJIT_KERNEL_TEMPLATES_MLA_TIMELINE_CUH_

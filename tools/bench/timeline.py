@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""Per-step medians of a timeline stamped by the warp-specialised 64-row path.
+
+Run a case whose call has a split merge with the stamps compiled in, then
+read its output:
+
+    MLAJIT_TIMELINE=151 MLAJIT_CACHE_DIR=/tmp/timeline-cache \\
+        mlajit_bench --case 32,4,8192,32 > run.txt
+    tools/bench/timeline.py run.txt
+
+kernel_templates/mla_timeline.cuh says what is stamped; the stamps cost a
+few per cent, so time the case without them. Cycles are SM clocks (the
+bench prints the case's clock). Standard library only.
+"""
+import argparse
+import re
+import statistics
+import sys
+
+LINE = re.compile(r"mla_timeline tile (\d+) role (\d+):((?: -?\d+)+)")
+
+# (name, role, event from, role, event to), events as in mla_timeline.cuh.
+STEPS = [
+    ("tile period (scorer, S done to S done)", 0, 2, 0, 2, 1),
+    ("scorer: S issued", 0, 0, 0, 1, 0),
+    ("scorer: S issued until done", 0, 0, 0, 2, 0),
+    ("scorer: wait for the P buffer", 0, 2, 0, 3, 0),
+    ("scorer: softmax, P written", 0, 3, 0, 4, 0),
+    ("scorer: P out until the next tile's wait returns", 0, 4, 0, 0, 1),
+    ("accumulators: wait for P", 1, 0, 1, 1, 0),
+    ("accumulators: P seen until the last k-step issued", 1, 1, 1, 3, 0),
+    ("accumulators: stage handed over", 1, 3, 1, 4, 0),
+    ("accumulators: last group drained", 1, 4, 1, 5, 0),
+    ("P out until the accumulators see it", 0, 4, 1, 1, 0),
+]
+
+
+def parse(lines):
+    """{(tile, role): [cycles or None per event]} from the kernel's lines."""
+    stamps = {}
+    for line in lines:
+        m = LINE.search(line)
+        if m:
+            values = [int(v) for v in m.group(3).split()]
+            stamps[(int(m.group(1)), int(m.group(2)))] = [None if v < 0 else v for v in values]
+    return stamps
+
+
+def step_medians(stamps, skip=2):
+    """Median cycles of each step over tiles skip.. (the first ones warm up)."""
+    tiles = sorted({t for t, _ in stamps})
+    out = []
+    for name, r0, e0, r1, e1, next_tile in STEPS:
+        samples = []
+        for t in tiles[skip:]:
+            a = stamps.get((t, r0), [None] * 8)[e0]
+            b = stamps.get((t + next_tile, r1), [None] * 8)[e1]
+            if a is not None and b is not None:
+                samples.append(b - a)
+        out.append((name, statistics.median(samples) if samples else None, len(samples)))
+    return out
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("output", help="the stamped run's output, or - for stdin")
+    ap.add_argument("--skip", type=int, default=2, help="tiles left out at the start (2)")
+    args = ap.parse_args(argv)
+    text = sys.stdin if args.output == "-" else open(args.output, encoding="utf-8")
+    stamps = parse(text)
+    if not stamps:
+        print("no mla_timeline lines: was the kernel built with MLAJIT_TIMELINE=N, did the "
+              "call have a split merge, and did it run N times?", file=sys.stderr)
+        return 1
+    print("| step | median cycles | tiles |")
+    print("|---|---:|---:|")
+    for name, median, n in step_medians(stamps, args.skip):
+        print(f"| {name} | {'-' if median is None else round(median)} | {n} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

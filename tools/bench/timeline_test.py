@@ -1,0 +1,52 @@
+"""tools/bench/timeline.py on stamps made up so that every step has a known
+length (run by ctest as bench_timeline_py)."""
+import io
+import unittest
+
+import timeline
+
+
+def stamped_run(tiles, period):
+    """Kernel lines for `tiles` tiles of `period` cycles: the scorer's events
+    0..4 at 0, 100, 300, 310, 1010 into its tile, the accumulators' 0..5 at
+    250, 1050, 2300, 2350, 2950, 2980; tile 3 lost its scorer line."""
+    lines = ["first call ...: cold compile"]
+    for t in range(tiles):
+        base = t * period
+        if t != 3:
+            s = [base + d for d in (0, 100, 300, 310, 1010)] + [-1, -1, -1]
+            lines.append(f"mla_timeline tile {t} role 0: " + " ".join(map(str, s)))
+        a = [base + d for d in (250, 1050, 2300, 2350, 2950, 2980)] + [-1, -1]
+        lines.append(f"mla_timeline tile {t} role 1: " + " ".join(map(str, a)))
+    return lines
+
+
+class TimelineTest(unittest.TestCase):
+    def test_medians_are_the_steps_lengths(self):
+        medians = {name: (m, n) for name, m, n in
+                   timeline.step_medians(timeline.parse(stamped_run(10, 3000)))}
+        self.assertEqual(medians["tile period (scorer, S done to S done)"][0], 3000)
+        self.assertEqual(medians["scorer: S issued"][0], 100)
+        self.assertEqual(medians["scorer: softmax, P written"][0], 700)
+        self.assertEqual(medians["scorer: P out until the next tile's wait returns"][0], 1990)
+        self.assertEqual(medians["accumulators: wait for P"][0], 800)
+        self.assertEqual(medians["accumulators: stage handed over"][0], 600)
+        self.assertEqual(medians["P out until the accumulators see it"][0], 40)
+        # Tiles 2..9 counted, tile 3's scorer line missing: 7 samples, 5 where
+        # a step needs the next tile's scorer line too (2->3, 3->4 and 9->10).
+        self.assertEqual(medians["scorer: S issued"][1], 7)
+        self.assertEqual(medians["tile period (scorer, S done to S done)"][1], 5)
+
+    def test_no_lines_is_an_error(self):
+        import contextlib
+        import tempfile
+        with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+            f.write("nothing stamped here\n")
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            self.assertEqual(timeline.main([f.name]), 1)
+        self.assertIn("MLAJIT_TIMELINE", err.getvalue())
+
+
+if __name__ == "__main__":
+    unittest.main()
