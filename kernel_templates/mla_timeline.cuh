@@ -45,7 +45,6 @@ enum AccumulatorEvent {
 };
 
 #if !MLA_HIP && defined(__CUDA_ARCH__) && defined(MLA_TIMELINE) && MLA_TIMELINE > 0
-constexpr bool ON = true;
 __device__ long long stamps[ROLES][TILES][EVENTS];
 __device__ unsigned int launches;  // decode launches so far; PRINT_NOW once stamped
 __shared__ int stamping;           // this CTA stamps on this launch
@@ -102,7 +101,6 @@ MLA_INLINE void PrintIfStamped() {
   }
 }
 #else
-constexpr bool ON = false;
 MLA_INLINE void BeginLaunch() {}
 MLA_INLINE void Stamp(int, int, int, int) {}
 MLA_INLINE void EndLaunch(int) {}

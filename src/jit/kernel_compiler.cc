@@ -50,6 +50,21 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// MLAJIT_TIMELINE=N (kernel development): kernels stamp a timeline of one CTA
+// on their N-th launch (kernel_templates/mla_timeline.cuh). The define is a
+// compile option, so such binaries have keys of their own in the cache.
+absl::Status AddTimelineOption(std::vector<std::string>& options) {
+  const char* value = std::getenv("MLAJIT_TIMELINE");
+  if (value == nullptr || value[0] == '\0') return absl::OkStatus();
+  int launch = 0;
+  if (!absl::SimpleAtoi(value, &launch) || launch < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "MLAJIT_TIMELINE is '", value, "': expected the launch to stamp, an integer >= 1"));
+  }
+  options.push_back(absl::StrCat("-DMLA_TIMELINE=", launch));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 KernelCompiler::KernelCompiler(std::shared_ptr<cache::KernelCache> cache,
@@ -99,24 +114,6 @@ absl::StatusOr<Compiler*> KernelCompiler::CompilerFor(const std::string& arch) {
   return c;
 }
 
-namespace {
-
-// MLAJIT_TIMELINE=N (kernel development): kernels stamp a timeline of one CTA
-// on their N-th launch (kernel_templates/mla_timeline.cuh). The define is a
-// compile option, so such binaries have keys of their own in the cache.
-absl::Status AddTimelineOption(std::vector<std::string>& options) {
-  const char* value = std::getenv("MLAJIT_TIMELINE");
-  if (value == nullptr || value[0] == '\0') return absl::OkStatus();
-  int launch = 0;
-  if (!absl::SimpleAtoi(value, &launch) || launch < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "MLAJIT_TIMELINE is '", value, "': expected the launch to stamp, an integer >= 1"));
-  }
-  options.push_back(absl::StrCat("-DMLA_TIMELINE=", launch));
-  return absl::OkStatus();
-}
-
-}  // namespace
 
 absl::StatusOr<PreparedKernel> KernelCompiler::Prepare(const KernelSpec& spec) {
   MLAJIT_RETURN_IF_ERROR(ValidateSpec(spec));

@@ -19,7 +19,8 @@ import sys
 
 LINE = re.compile(r"mla_timeline tile (\d+) role (\d+):((?: -?\d+)+)")
 
-# (name, role, event from, role, event to), events as in mla_timeline.cuh.
+# (name, role and event it starts at, role and event it ends at, tiles later
+# the end is), roles and events as numbered in mla_timeline.cuh.
 STEPS = [
     ("tile period (scorer, S done to S done)", 0, 2, 0, 2, 1),
     ("scorer: S issued", 0, 0, 0, 1, 0),
