@@ -270,11 +270,13 @@ MLA_INLINE void AccumulatorStamp(int g, int event) {
 
 // ---- the scorer ------------------------------------------------------------------
 
-// Waits until tile g has landed in its stage. The copies' writes are generic
-// proxy writes; the fence orders them before this warpgroup's wgmma reads.
-MLA_INLINE const u8* WaitForTile(const Smem& sm, int g) {
+// Waits until tile g (the item's tile t) has landed in its stage. cp.async
+// writes are generic proxy writes, which the fence orders before this
+// warpgroup's wgmma reads; tensor copies need no fence (mla_wgmma_tma.cuh).
+MLA_INLINE const u8* WaitForTile(const MlaDecodeParams& p, const MlaSeqInfo& s, const Smem& sm,
+                                 const mla_wgmma::ItemRange& range, int g, int t) {
   MbarWait(&sm.kfull[StageOf(g)], StageParity(g));
-  FenceProxyAsync();
+  if (mla_wgmma::MayBeCpAsyncTile(p, s, range.kv_lo + t * TILE, range.kv_hi)) FenceProxyAsync();
   return sm.kv + StageOf(g) * STAGE_BYTES;
 }
 
@@ -318,7 +320,7 @@ MLA_INLINE void ScoreItem(const MlaDecodeParams& p, const MlaWorkItem& item, con
   const int n = range.num_tiles;
   if (n == 0) return;
   float hi[32], lo[32];
-  const u8* first = WaitForTile(sm, g0);
+  const u8* first = WaitForTile(p, s, sm, range, g0, 0);
   ScorerStamp(g0, mla_timeline::kTileLanded);
   IssueS(sm, first, hi, lo);
   ScorerStamp(g0, mla_timeline::kSIssued);
@@ -347,7 +349,7 @@ MLA_INLINE void ScoreItem(const MlaDecodeParams& p, const MlaWorkItem& item, con
     // (the accumulators see P a little later), so that this warpgroup's next
     // softmax runs while they multiply.
     if (t + 1 < n) {
-      const u8* next = WaitForTile(sm, g + 1);
+      const u8* next = WaitForTile(p, s, sm, range, g + 1, t + 1);
       ScorerStamp(g + 1, mla_timeline::kTileLanded);
       IssueS(sm, next, hi, lo);
       ScorerStamp(g + 1, mla_timeline::kSIssued);
@@ -428,8 +430,12 @@ MLA_INLINE void AccumulateItem(const MlaDecodeParams& p, const MlaSeqInfo& s, co
     // Every thread of both warpgroups has read its codes of tile g, and S of
     // it is done (P was written after it): the stage takes tile g + STAGES.
     // (The fence: this thread's cp.async writes of tile g, which it waited
-    // for, come before tensor copies into the stage.)
-    if (mla_wgmma::KV_TMA) FenceProxyAsync();
+    // for, come before tensor copies into the stage; a tile that came by
+    // tensor copies has no generic writes to order.)
+    if (mla_wgmma::KV_TMA &&
+        mla_wgmma::MayBeCpAsyncTile(p, s, range.kv_lo + t * TILE, range.kv_hi)) {
+      FenceProxyAsync();
+    }
     SyncAccumulators();
     if (t + STAGES < n) {
       IssueTile(p, s, range.kv_lo + (t + STAGES) * TILE, range.kv_hi,

@@ -57,6 +57,16 @@ MLA_INLINE bool TmaTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0, i
   return true;
 }
 
+// Whether the tile at j0 may have come by cp.async (TmaTile false), without
+// TmaTile's page-table read: exact for flat KV, always true for paged KV. Its
+// consumers need a proxy fence only then (the header comment).
+MLA_INLINE bool MayBeCpAsyncTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0,
+                                 int kv_hi) {
+  if (PAGE_SIZE > 0) return true;
+  int slot = 0;
+  return !TmaTile(p, s, j0, kv_hi, slot);
+}
+
 // The tile at `slot` (TmaTile) into `stage` (1024-byte aligned) in the fp8
 // stage layout (MlaWgmmaFp8Offset): the four 128-byte-swizzled blocks of 128
 // latent codes, then the 64-byte-swizzled rope block. Arms `bar` for the
