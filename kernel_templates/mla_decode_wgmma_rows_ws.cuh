@@ -22,12 +22,12 @@
 //     part tiles): tile t + STAGES after P V of tile t. (Two
 //     stages measured about 15 % slower than three; asking L2 for tiles
 //     further ahead as well, slower too: RESULTS.md v22.)
-// mbarriers hand tiles and P over: kfull[stage] (a tile landed: each
-// accumulating thread arrives on it, through cp.async once its copies land or
-// at once beside thread 0's tensor copies, which count their bytes, so the
-// scorer's next S waits for the data only, not for the accumulators'
-// progress; the scorer fences the tile for its wgmma reads), pfull[b] (P of
-// a tile written), pempty[b] (P V of a tile done).
+// mbarriers hand tiles and P over, one arrival per warp: kfull[stage] (a tile
+// landed: thread 0 makes every arrival beside its tensor copies, which count
+// their bytes, or each warp arrives and its cp.async copies are tracked until
+// they land, so the scorer's next S waits for the data only, not for the
+// accumulators' progress; the scorer fences a cp.async tile for its wgmma
+// reads), pfull[b] (P of a tile written), pempty[b] (P V of a tile done).
 // A CTA counts its tiles over its work items (g), which names stages, P
 // buffers and phases.
 //
@@ -49,7 +49,6 @@ namespace mla_wgmma_rows_ws {
 
 using mla_wgmma::Commit;
 using mla_wgmma::CopyKvTileTma;
-using mla_wgmma::CpAsyncArriveOnLanding;
 using mla_wgmma::Desc;
 using mla_wgmma::Fence;
 using mla_wgmma::FenceProxyAsync;
@@ -69,6 +68,7 @@ using mla_wgmma_ss::SsE4m3;
 constexpr bool ELIGIBLE = MlaWgmmaRowsWsEligible(KV_FORMAT, BLOCK_M, BLOCK_N, NUM_WARPS);
 constexpr int WG_THREADS = 128;
 constexpr int ACC_THREADS = 2 * WG_THREADS;  // the accumulating warpgroups
+constexpr int ACC_WARPS = ACC_THREADS / 32;
 constexpr int ROWS = 64;                     // query rows per tile: M of S, N of P V
 constexpr int TILE = 64;                     // KV tokens per tile
 constexpr int STAGES = NUM_STAGES;
@@ -171,23 +171,23 @@ MLA_INLINE void CopyTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0, 
   }
 }
 
-// Tile j0 into `stage`, each accumulating thread arriving once on `bar`: by
-// tensor copies where TmaTile allows (thread 0 issues them and arms `bar` for
-// their bytes, the others arrive at once), else by CopyTile's cp.async, each
-// thread arriving as its copies land.
+// Tile j0 into `stage`, completing `bar`'s phase of ACC_WARPS arrivals: by
+// tensor copies where TmaTile allows (thread 0 issues them, arms `bar` for
+// their bytes and makes every arrival), else by CopyTile's cp.async (each
+// thread's copies tracked on `bar`, one arrival per warp).
 MLA_INLINE void IssueTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0, int kv_hi,
                           u8* stage, u64* bar, int c) {
   int slot = 0;
   if (TmaTile(p, s, j0, kv_hi, slot)) {
     if (c == 0) {
-      CopyKvTileTma(p, slot, stage, bar);
-    } else {
-      MbarArrive(bar);
+      CopyKvTileTma(p, slot, stage, bar);  // one arrival
+      mla_wgmma::MbarArriveCount(bar, ACC_WARPS - 1);
     }
     return;
   }
   CopyTile(p, s, j0, kv_hi, stage, c);
-  CpAsyncArriveOnLanding(bar);
+  mla_wgmma::CpAsyncTrackOnBarrier(bar);
+  mla_wgmma::MbarArriveWarp(bar);
 }
 
 // Q rows [row_start, row_start + 64) -> the Q operand(s), by the accumulating
@@ -343,7 +343,7 @@ MLA_INLINE void ScoreItem(const MlaDecodeParams& p, const MlaWorkItem& item, con
     SoftmaxRowsToP(sc, score_scale, st.m, st.l, sm.p + b * P_BYTES, sm.alpha + b * ROWS, row0,
                    quad);
     FenceProxyAsync();  // P -> the accumulators' wgmma reads
-    MbarArrive(&sm.pfull[b]);
+    mla_wgmma::MbarArriveWarp(&sm.pfull[b]);
     ScorerStamp(g, mla_timeline::kPWritten);
     // S of the next tile goes to the tensor cores ahead of P V of this one
     // (the accumulators see P a little later), so that this warpgroup's next
@@ -446,7 +446,7 @@ MLA_INLINE void AccumulateItem(const MlaDecodeParams& p, const MlaSeqInfo& s, co
     AccumulatorStamp(g, mla_timeline::kDrained);
 #pragma unroll
     for (int blk = 0; blk < 4; ++blk) PinAccumulators(o[blk]);
-    MbarArrive(&sm.pempty[b]);
+    mla_wgmma::MbarArriveWarp(&sm.pempty[b]);
   }
 }
 
@@ -555,10 +555,11 @@ MLA_INLINE void DecodeCta(const MlaDecodeParams& p) {
   extern __shared__ __align__(1024) u8 mla_smem[];
   const Smem sm = CarveSmem(mla_smem);
   if (threadIdx.x == 0) {
-    for (int s = 0; s < STAGES; ++s) MbarInit(&sm.kfull[s], ACC_THREADS);
+    // One arrival per warp (MbarArriveWarp).
+    for (int s = 0; s < STAGES; ++s) MbarInit(&sm.kfull[s], ACC_WARPS);
     for (int b = 0; b < 2; ++b) {
-      MbarInit(&sm.pfull[b], WG_THREADS);
-      MbarInit(&sm.pempty[b], ACC_THREADS);
+      MbarInit(&sm.pfull[b], WG_THREADS / 32);
+      MbarInit(&sm.pempty[b], ACC_WARPS);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     mla_timeline::BeginLaunch();

@@ -160,6 +160,26 @@ MLA_INLINE void MbarInit(u64* bar, int count) {
 MLA_INLINE void MbarArrive(u64* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(SmemAddr(bar)) : "memory");
 }
+// Arrives `count` times on `bar` in one operation.
+MLA_INLINE void MbarArriveCount(u64* bar, int count) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], %1;\n" ::"r"(SmemAddr(bar)), "r"(count)
+               : "memory");
+}
+// One arrival on `bar` for the whole warp, after every lane's shared-memory
+// accesses before it (__syncwarp orders them before lane 0's release). An
+// mbarrier arrival is an atomic on one shared-memory word: 32 lanes arriving
+// in turn cost the warp as many round trips.
+MLA_INLINE void MbarArriveWarp(u64* bar) {
+  __syncwarp();
+  if ((threadIdx.x & 31) == 0) MbarArrive(bar);
+}
+// Makes `bar`'s current phase also wait for every cp.async this thread issued
+// before to land (one more pending arrival now, made when they land), so that
+// the phase can count one arrival per warp (MbarArriveWarp after this).
+MLA_INLINE void CpAsyncTrackOnBarrier(u64* bar) {
+  asm volatile("cp.async.mbarrier.arrive.shared::cta.b64 [%0];\n" ::"r"(SmemAddr(bar))
+               : "memory");
+}
 // Arrives on `bar` once every cp.async this thread issued before has landed,
 // without raising the phase's expected count: the barrier must count one such
 // arrival per copying thread. The copies' writes are then visible to threads
