@@ -62,7 +62,6 @@ using mla_wgmma::SetMaxRegisters;
 using mla_wgmma::SoftmaxRowsToP;
 using mla_wgmma::TmaTile;
 using mla_wgmma::Wait;
-using mla_wgmma_ss::RsE4m3M64N64K32;
 using mla_wgmma_ss::RsM64N64K16;
 using mla_wgmma_ss::SsE4m3;
 
@@ -78,31 +77,17 @@ constexpr bool Q_SPLIT = Q_MODE == Q_MODE_BF16;
 constexpr int CHUNK_BYTES = 64 * 16;                      // 64 rows x 16 bytes
 constexpr int Q8_BYTES = HEAD_DIM_QK / 16 * CHUNK_BYTES;  // 64 x 576 codes
 constexpr int P_BYTES = TILE / 8 * CHUNK_BYTES;           // 64 x 64 f16
-constexpr int STEP_BYTES = 2 * CHUNK_BYTES;               // a k32 step of codes, a k16 step of f16
+constexpr int STEP_BYTES = 2 * CHUNK_BYTES;               // a k32 step of Q codes, a k16 step of P
 constexpr int K8_STEPS = HEAD_DIM_QK / 32;                // 18
 constexpr float Q_LO_WEIGHT = 1.0f / 16.0f;
-// P V in e4m3 (MLA_PV_FP8=1): P, scaled by 2^P8_SHIFT so that its small
-// values stay normal, goes to shared memory as codes (16 tokens a 16-byte
-// chunk) and V^T as stored is the A operand: half P V's tensor time and no
-// conversion of V, at the cost of P's precision (3 mantissa bits).
-#ifndef MLA_PV_FP8
-#define MLA_PV_FP8 0
-#endif
-constexpr bool PV_FP8 = MLA_PV_FP8 != 0;
-constexpr float P8_SHIFT = 8.0f;
-constexpr int PV_K = PV_FP8 ? 32 : 16;  // tokens per P V k-step (STEP_BYTES of P either way)
 constexpr int TOKEN_CHUNKS = HEAD_DIM_QK / 16;  // 36 chunks of 16 codes
 // Registers: 65536 / 384 = 168 per thread at launch; the scorer gives some
 // back so that each accumulator can hold its 128 accumulators, two k-steps'
 // A fragments (two groups of MMAs in flight) and the next k-step's codes. At
 // 136 / 184 ptxas serialized every wgmma of the kernel for want of registers
 // (info C7512, which tests/unit/jit_compile_test.cc looks for).
-// e4m3 P V with a8 Q: 104 / 200 (its V^T codes take 8 more registers, and
-// the scorer holds one S); with bf16 Q the scorer cannot give them, and
-// ptxas spills 56 bytes (RESULTS.md v35).
-constexpr bool PV_FP8_WIDE = PV_FP8 && !Q_SPLIT;
-constexpr int SCORER_REGISTERS = PV_FP8_WIDE ? 104 : 120;
-constexpr int ACC_REGISTERS = PV_FP8_WIDE ? 200 : 192;
+constexpr int SCORER_REGISTERS = 120;
+constexpr int ACC_REGISTERS = 192;
 static_assert(SCORER_REGISTERS + 2 * ACC_REGISTERS <= 3 * 168,
               "the warpgroups' registers fit what the CTA holds at launch");
 static_assert(!ELIGIBLE || (STAGES >= 2 && STAGES * STAGE_BYTES + 2 * Q8_BYTES + 2 * P_BYTES +
@@ -248,20 +233,16 @@ MLA_INLINE float LoadQ(const MlaDecodeParams& p, const MlaSeqInfo& s, int row_st
   return back;
 }
 
-// V^T codes of one k-step, this thread's 8 dims of each token: f16 P V
-// tokens 16 step + 2 quad + {0, 1, 8, 9}, e4m3 P V tokens 32 step + 4 quad +
-// {0, 1, 2, 3} and the same + 16. off[i] is MlaRowsWsVOffset of token 2 quad + i
-// (f16, i < 2) or 4 quad + i (e4m3).
-constexpr int V_LOADS = PV_FP8 ? 8 : 4;
+// V^T codes of one k-step: tokens 16 step + 2 quad + {0, 1, 8, 9}, this
+// thread's 8 dims of each.
 struct VCodes {
-  uint2 t[V_LOADS];
+  uint2 t[4];
 };
-MLA_INLINE VCodes LoadVCodes(const u8* stage, const int (&off)[4], int step) {
+MLA_INLINE VCodes LoadVCodes(const u8* stage, const int (&off)[2], int step) {
   VCodes v;
 #pragma unroll
-  for (int t = 0; t < V_LOADS; ++t) {
-    const int row = PV_FP8 ? 32 * step + 16 * (t / 4) : 16 * step + 8 * (t / 2);
-    v.t[t] = *reinterpret_cast<const uint2*>(stage + off[PV_FP8 ? t % 4 : t % 2] + row * 128);
+  for (int t = 0; t < 4; ++t) {
+    v.t[t] = *reinterpret_cast<const uint2*>(stage + off[t % 2] + (16 * step + 8 * (t / 2)) * 128);
   }
   return v;
 }
@@ -269,27 +250,6 @@ MLA_INLINE VCodes LoadVCodes(const u8* stage, const int (&off)[4], int step) {
 // (rows r and r + 8) of the four tokens, byte pairs interleaved so that one
 // conversion yields each register.
 MLA_INLINE void VFragments(const VCodes& v, u32 (&a)[4][4]) {
-  if (PV_FP8) {
-    // The e4m3 A fragments: block b, register 2 h + e holds dim 2 b + e of the
-    // four tokens of half h, lowest token in the lowest byte: a 4 x 4 byte
-    // transpose of each half's four words of dims 0-3 (.x) and 4-7 (.y).
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-#pragma unroll
-      for (int y = 0; y < 2; ++y) {
-        const uint2* w = v.t + 4 * h;
-        const u32 x0 = y ? w[0].y : w[0].x, x1 = y ? w[1].y : w[1].x;
-        const u32 x2 = y ? w[2].y : w[2].x, x3 = y ? w[3].y : w[3].x;
-        const u32 lo01 = MlaPrmt(x0, x1, 0x5140u), lo23 = MlaPrmt(x2, x3, 0x5140u);
-        const u32 hi01 = MlaPrmt(x0, x1, 0x7362u), hi23 = MlaPrmt(x2, x3, 0x7362u);
-        a[2 * y][2 * h] = MlaPrmt(lo01, lo23, 0x5410u);
-        a[2 * y][2 * h + 1] = MlaPrmt(lo01, lo23, 0x7632u);
-        a[2 * y + 1][2 * h] = MlaPrmt(hi01, hi23, 0x5410u);
-        a[2 * y + 1][2 * h + 1] = MlaPrmt(hi01, hi23, 0x7632u);
-      }
-    }
-    return;
-  }
 #pragma unroll
   for (int b = 0; b < 4; ++b) {
     const u32 sel = b % 2 == 0 ? 0x5140u : 0x7362u;
@@ -340,38 +300,6 @@ MLA_INLINE void IssueS(const Smem& sm, const u8* stage, float (&hi)[32], float (
 // Accumulator layout of m64nN (S here, O^T in the accumulators): thread (warp
 // w of its warpgroup, lane = 4 r + quad) holds rows 16 w + r (h = 0) and
 // 16 w + r + 8 (h = 1), columns 8 j + 2 quad + e, in register 4 j + 2 h + e.
-// SoftmaxRowsToP with P as e4m3 codes scaled by 2^P8_SHIFT (the sums too, so
-// that O / l is unchanged; the LSE takes the shift back): token 8 j + 2 quad +
-// e of row x at chunk j / 2, byte 8 (j % 2) + 2 quad + e (16 tokens a chunk).
-MLA_INLINE void SoftmaxRowsToP8(const float (&sc)[32], float score_scale, float (&m)[2],
-                                float (&l)[2], u8* p, float* alpha, int row0, int quad) {
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    float mx = NegInf();
-#pragma unroll
-    for (int j = 0; j < 8; ++j) mx = fmaxf(mx, fmaxf(sc[4 * j + 2 * h], sc[4 * j + 2 * h + 1]));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    const float mn = fmaxf(m[h], mx * score_scale);
-    const float base = mn == NegInf() ? 0.0f : mn;  // nothing visible yet: avoid inf - inf
-    const float a = mla_wgmma::Exp2(m[h] - base);
-    m[h] = mn;
-    const float shifted = P8_SHIFT - base;
-    float sum = 0.0f;
-    u8* prow = p + (row0 + 8 * h) * 16 + quad * 2;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const float p0 = mla_wgmma::Exp2(fmaf(sc[4 * j + 2 * h], score_scale, shifted));
-      const float p1 = mla_wgmma::Exp2(fmaf(sc[4 * j + 2 * h + 1], score_scale, shifted));
-      sum += p0 + p1;
-      *reinterpret_cast<u16*>(prow + (j >> 1) * 1024 + (j & 1) * 8) =
-          static_cast<u16>(mla_wgmma::E4m3x2(p0, p1));
-    }
-    l[h] = l[h] * a + sum;  // the quad is summed at the end
-    if (quad == 0) alpha[row0 + 8 * h] = a;
-  }
-}
-
 struct ScoreState {
   float m[2], l[2];
 };
@@ -412,13 +340,8 @@ MLA_INLINE void ScoreItem(const MlaDecodeParams& p, const MlaWorkItem& item, con
     const int b = g & 1;
     MbarWait(&sm.pempty[b], PParity(g) ^ 1u);  // P V of tile g - 2 is done with buffer b
     ScorerStamp(g, mla_timeline::kPBufferFree);
-    if (PV_FP8) {
-      SoftmaxRowsToP8(sc, score_scale, st.m, st.l, sm.p + b * P_BYTES, sm.alpha + b * ROWS, row0,
-                      quad);
-    } else {
-      SoftmaxRowsToP(sc, score_scale, st.m, st.l, sm.p + b * P_BYTES, sm.alpha + b * ROWS, row0,
-                     quad);
-    }
+    SoftmaxRowsToP(sc, score_scale, st.m, st.l, sm.p + b * P_BYTES, sm.alpha + b * ROWS, row0,
+                   quad);
     FenceProxyAsync();  // P -> the accumulators' wgmma reads
     mla_wgmma::MbarArriveWarp(&sm.pfull[b]);
     ScorerStamp(g, mla_timeline::kPWritten);
@@ -436,18 +359,6 @@ MLA_INLINE void ScoreItem(const MlaDecodeParams& p, const MlaWorkItem& item, con
 
 // ---- the accumulators --------------------------------------------------------------
 
-// The codes after k-step `step` of the item's tile t (CTA tile g, in `stage`):
-// the tile's next step, or the next tile's first (once it has landed).
-MLA_INLINE void NextVCodes(const Smem& sm, const u8* stage, const int (&off)[4], int g, int t,
-                           int n, int step, VCodes& v) {
-  if (step + 1 < TILE / PV_K) {
-    v = LoadVCodes(stage, off, step + 1);
-  } else if (t + 1 < n) {  // the next tile's first codes, ahead of this tile's tail
-    MbarWait(&sm.kfull[StageOf(g + 1)], StageParity(g + 1));
-    v = LoadVCodes(sm.kv + StageOf(g + 1) * STAGE_BYTES, off, 0);
-  }
-}
-
 // Warpgroup a (0, 1) of the accumulators: O^T for dims 256 a .. 256 a + 255
 // over the item's tiles, and the tiles' copies.
 MLA_INLINE void AccumulateItem(const MlaDecodeParams& p, const MlaSeqInfo& s, const Smem& sm,
@@ -456,11 +367,9 @@ MLA_INLINE void AccumulateItem(const MlaDecodeParams& p, const MlaSeqInfo& s, co
   const int a = c >> 7, warp = (c >> 5) & 3, lane = c & 31;
   const int r = lane >> 2, quad = lane & 3;
   const int n = range.num_tiles;
-  int off[4];
+  int off[2];
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    off[i] = MlaRowsWsVOffset(a, warp, r, PV_FP8 ? 4 * quad + i : 2 * quad + (i & 1));
-  }
+  for (int odd = 0; odd < 2; ++odd) off[odd] = MlaRowsWsVOffset(a, warp, r, 2 * quad + odd);
 #pragma unroll
   for (int b = 0; b < 4; ++b) {
 #pragma unroll
@@ -500,25 +409,21 @@ MLA_INLINE void AccumulateItem(const MlaDecodeParams& p, const MlaSeqInfo& s, co
     }
     const Desc p_desc = KMajor(sm.p + b * P_BYTES);
 #pragma unroll
-    for (int step = 0; step < TILE / PV_K; ++step) {
+    for (int step = 0; step < TILE / 16; ++step) {
       u32 frag[4][4];
       VFragments(v_next, frag);
-      // The next codes: f16 P V loads them before issuing this step; e4m3
-      // P V's codes take twice the registers, so it loads them once the
-      // previous group (whose fragments it holds) is done.
-      if (!PV_FP8) NextVCodes(sm, stage, off, g, t, n, step, v_next);
+      if (step + 1 < TILE / 16) {
+        v_next = LoadVCodes(stage, off, step + 1);
+      } else if (t + 1 < n) {  // the next tile's first codes, ahead of this tile's tail
+        MbarWait(&sm.kfull[StageOf(g + 1)], StageParity(g + 1));
+        v_next = LoadVCodes(sm.kv + StageOf(g + 1) * STAGE_BYTES, off, 0);
+      }
       Fence();
 #pragma unroll
-      for (int blk = 0; blk < 4; ++blk) {
-        if (PV_FP8) {
-          RsE4m3M64N64K32(o[blk], frag[blk], p_desc.At(step * STEP_BYTES), 1);
-        } else {
-          RsM64N64K16(o[blk], frag[blk], p_desc.At(step * STEP_BYTES), 1);
-        }
-      }
+      for (int blk = 0; blk < 4; ++blk)
+        RsM64N64K16(o[blk], frag[blk], p_desc.At(step * STEP_BYTES), 1);
       Commit();
-      if (PV_FP8 || step + 1 < TILE / PV_K) Wait<1>();  // f16: the last group is waited for below
-      if (PV_FP8) NextVCodes(sm, stage, off, g, t, n, step, v_next);
+      if (step + 1 < TILE / 16) Wait<1>();  // the last group is waited for below
       if (step == 0) AccumulatorStamp(g, mla_timeline::kFirstGroupDone);
     }
     AccumulatorStamp(g, mla_timeline::kLastGroupIssued);
@@ -573,8 +478,7 @@ MLA_INLINE void ScorerItem(const MlaDecodeParams& p, const MlaWorkItem& item, co
     const int row = 16 * warp + r + 8 * h;
     if (quad == 0) {
       sm.red[row] = sum;
-      const float lse =
-          sum > 0.0f ? (st.m[h] + log2f(sum) - (PV_FP8 ? P8_SHIFT : 0.0f)) * LN2 : NegInf();
+      const float lse = sum > 0.0f ? (st.m[h] + log2f(sum)) * LN2 : NegInf();
       if (item.partial >= 0) {
         p.partial_lse[item.partial * ROWS + row] = lse;
       } else if (WRITE_LSE && item.row_start + row < rows_total) {

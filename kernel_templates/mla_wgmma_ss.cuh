@@ -130,19 +130,6 @@ MLA_INLINE void RsM64N64K16(float (&d)[32], const u32 (&a)[4], Desc b, int accum
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b.lo), "r"(b.hi), "r"(accumulate));
 }
 
-// The same with e4m3 operands, k32: A's fragment layout is mma.sync's
-// m16n8k32 for 8-bit types (rows 16 w + r and + 8, k columns 4 quad .. + 3
-// and 4 quad + 16 .. + 19, four codes a register, lowest k in the low byte).
-MLA_INLINE void RsE4m3M64N64K32(float (&d)[32], const u32 (&a)[4], Desc b, int accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\n.reg .b64 db;\nsetp.ne.b32 p, %38, 0;\n"
-      "mov.b64 db, {%36, %37};\n"
-      "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 {" MLA_WGMMA_SS_REGS_32
-      "}, {%32, %33, %34, %35}, db, p, 1, 1;\n}\n"
-      : MLA_ACC8(0), MLA_ACC8(8), MLA_ACC8(16), MLA_ACC8(24)
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b.lo), "r"(b.hi), "r"(accumulate));
-}
-
 #undef MLA_WGMMA_SS_N64
 #undef MLA_WGMMA_SS_N64_E4M3
 #undef MLA_WGMMA_SS_N16_E4M3

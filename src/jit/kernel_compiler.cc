@@ -65,22 +65,6 @@ absl::Status AddTimelineOption(std::vector<std::string>& options) {
   return absl::OkStatus();
 }
 
-// MLAJIT_PV_FP8=1 (kernel development, experimental): the warp-specialised
-// 64-row path multiplies P V in e4m3 (P rounded to 3 mantissa bits, outside
-// DESIGN.md's accuracy contract). A compile option like the timeline's.
-absl::Status AddPvFp8Option(std::vector<std::string>& options) {
-  const char* value = std::getenv("MLAJIT_PV_FP8");
-  if (value == nullptr || value[0] == '\0' || absl::string_view(value) == "0") {
-    return absl::OkStatus();
-  }
-  if (absl::string_view(value) != "1") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("MLAJIT_PV_FP8 is '", value, "': expected 0 or 1"));
-  }
-  options.push_back("-DMLA_PV_FP8=1");
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 KernelCompiler::KernelCompiler(std::shared_ptr<cache::KernelCache> cache,
@@ -140,7 +124,6 @@ absl::StatusOr<PreparedKernel> KernelCompiler::Prepare(const KernelSpec& spec) {
                           RenderTemplate(*templates_, spec.template_name, SpecBindings(spec)));
   p.options = p.compiler->Options(spec.arch);
   MLAJIT_RETURN_IF_ERROR(AddTimelineOption(p.options));
-  MLAJIT_RETURN_IF_ERROR(AddPvFp8Option(p.options));
   KeyInputs in;
   in.source = &p.source;
   in.options = p.options;

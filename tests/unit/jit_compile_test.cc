@@ -298,38 +298,6 @@ TEST(JitCompile, TimelineBuildsKeepTheirWgmmasAndKeys) {
   }
 }
 
-// MLAJIT_PV_FP8=1 (experimental): the warp-specialised kernel with P V in
-// e4m3 compiles for every Q mode, flat and paged, under a key of its own,
-// without serialized wgmmas and, with a8 Q, without spills (bf16 Q spills
-// today: RESULTS.md v35); other values are refused by name.
-TEST(JitCompile, PvFp8BuildsCompileUnderTheirOwnKeys) {
-  REQUIRE_COMPILER("sm_90a");
-  auto kc = KernelCompiler::Create(MemoryCache());
-  ASSERT_TRUE(kc.ok()) << kc.status();
-  const plan::TileShape t = plan::ChooseTiles("sm_90a", 64, KvFormat::kFp8E4m3);
-  ASSERT_TRUE(plan::RunsWgmmaRowsWsPath("sm_90a", KvFormat::kFp8E4m3, t.block_m, t.block_n,
-                                        t.num_warps));
-  for (QMode q_mode : {QMode::kBf16, QMode::kFp8}) {
-    for (int page_size : {0, 1}) {
-      const KernelSpec spec = Sm90aSpec(16, 4, KvFormat::kFp8E4m3, q_mode, page_size, t);
-      auto plain = (*kc)->Prepare(spec);
-      ASSERT_TRUE(plain.ok()) << plain.status();
-      ScopedEnv env("MLAJIT_PV_FP8", "1");
-      auto fp8 = (*kc)->Prepare(spec);
-      ASSERT_TRUE(fp8.ok()) << fp8.status();
-      EXPECT_THAT(fp8->options, Contains("-DMLA_PV_FP8=1"));
-      EXPECT_THAT(plain->options, Not(Contains(HasSubstr("MLA_PV_FP8"))));
-      EXPECT_NE(fp8->key.Hex(), plain->key.Hex());
-      ExpectCompiles(**kc, spec, /*no_spills=*/q_mode == QMode::kFp8);
-    }
-  }
-  ScopedEnv env("MLAJIT_PV_FP8", "yes");
-  auto p = (*kc)->Prepare(Sm90aSpec(16, 4, KvFormat::kFp8E4m3, QMode::kBf16, 0, t));
-  ASSERT_FALSE(p.ok());
-  EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(p.status().message()), HasSubstr("MLAJIT_PV_FP8"));
-}
-
 // MXFP4 on sm_90a: the swap-AB path's converting warpgroups (16-row tiles
 // with two, 16- and 32-row tiles with one) and the mma.sync path's tiles (a
 // tuner candidate), for each way a tile's records are copied: one run (flat,
