@@ -166,26 +166,20 @@ MLA_INLINE void MbarArriveCount(u64* bar, int count) {
                : "memory");
 }
 // One arrival on `bar` for the whole warp, after every lane's shared-memory
-// accesses before it (__syncwarp orders them before lane 0's release). An
-// mbarrier arrival is an atomic on one shared-memory word: 32 lanes arriving
-// in turn cost the warp as many round trips.
+// accesses before it (__syncwarp orders them before lane 0's release): one
+// atomic on the barrier's word instead of 32 (no faster measured, RESULTS.md
+// v35, but no slower and less work).
 MLA_INLINE void MbarArriveWarp(u64* bar) {
   __syncwarp();
   if ((threadIdx.x & 31) == 0) MbarArrive(bar);
 }
 // Makes `bar`'s current phase also wait for every cp.async this thread issued
 // before to land (one more pending arrival now, made when they land), so that
-// the phase can count one arrival per warp (MbarArriveWarp after this).
+// the phase can count one arrival per warp (MbarArriveWarp after this). The
+// copies' writes are then visible to threads that wait on the phase; wgmma
+// reads need a proxy fence after that wait.
 MLA_INLINE void CpAsyncTrackOnBarrier(u64* bar) {
   asm volatile("cp.async.mbarrier.arrive.shared::cta.b64 [%0];\n" ::"r"(SmemAddr(bar))
-               : "memory");
-}
-// Arrives on `bar` once every cp.async this thread issued before has landed,
-// without raising the phase's expected count: the barrier must count one such
-// arrival per copying thread. The copies' writes are then visible to threads
-// that wait on the phase; wgmma reads need a proxy fence after that wait.
-MLA_INLINE void CpAsyncArriveOnLanding(u64* bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(SmemAddr(bar))
                : "memory");
 }
 // Waits until the phase of `bar` with this parity has completed (acquire).
