@@ -6,7 +6,8 @@
 // the environment; the compile options are part of the cache key): then on
 // the N-th launch of the decode kernel (N >= 1, counted per loaded module),
 // CTA 0 stamps clock64 at each event of its first TILES tiles (counted over
-// its work items), one thread per role, and the merge kernel of that call
+// its work items), one thread per role (the scorer; each accumulating warp),
+// and the merge kernel of that call
 // prints the stamps (so only calls with a split merge print), one line per
 // tile:
 //   mla_timeline tile T role R: c0 c1 ... (cycles since the first stamp; -1: none)
@@ -25,7 +26,9 @@ namespace mla_timeline {
 
 constexpr int TILES = 40;
 constexpr int EVENTS = 8;
-constexpr int ROLES = 2;
+// The scorer (0) and each warp of the accumulators (1..8, one stamping lane
+// each: RESULTS.md v36 needed to see them apart).
+constexpr int ROLES = 9;
 
 // Events of the warp-specialised 64-row path (mla_decode_wgmma_rows_ws.cuh).
 enum ScorerEvent {

@@ -62,6 +62,29 @@ def step_medians(stamps, skip=2):
     return out
 
 
+ACC_EVENTS = ["waiting for P", "P seen", "first group done", "last group issued",
+              "stage handed over", "drained"]
+ACC_WARPS = 8  # roles 1..8
+
+
+def warp_offsets(stamps, skip=2):
+    """Per accumulator event, each warp's median lag behind the tile's earliest
+    warp at that event (cycles), or None where no warp stamped it."""
+    tiles = sorted({t for t, _ in stamps})[skip:]
+    out = []
+    for e, name in enumerate(ACC_EVENTS):
+        lags = [[] for _ in range(ACC_WARPS)]
+        for t in tiles:
+            seen = [stamps.get((t, 1 + w), [None] * 8)[e] for w in range(ACC_WARPS)]
+            if any(v is None for v in seen):
+                continue
+            first = min(seen)
+            for w, v in enumerate(seen):
+                lags[w].append(v - first)
+        out.append((name, [statistics.median(x) if x else None for x in lags]))
+    return out
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("output", help="the stamped run's output, or - for stdin")
@@ -77,6 +100,16 @@ def main(argv):
     print("|---|---:|---:|")
     for name, median, n in step_medians(stamps, args.skip):
         print(f"| {name} | {'-' if median is None else round(median)} | {n} |")
+    offsets = [(name, lags) for name, lags in warp_offsets(stamps, args.skip)
+               if any(v is not None for v in lags)]
+    if offsets:
+        print()
+        print("accumulating warps, median cycles behind the tile's first warp at each event:")
+        print("| event | " + " | ".join(f"w{w}" for w in range(ACC_WARPS)) + " |")
+        print("|---|" + "---:|" * ACC_WARPS)
+        for name, lags in offsets:
+            cells = ["-" if v is None else str(round(v)) for v in lags]
+            print(f"| {name} | " + " | ".join(cells) + " |")
     return 0
 
 

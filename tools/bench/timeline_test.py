@@ -37,6 +37,22 @@ class TimelineTest(unittest.TestCase):
         self.assertEqual(medians["scorer: S issued"][1], 7)
         self.assertEqual(medians["tile period (scorer, S done to S done)"][1], 5)
 
+    def test_warp_offsets_are_each_warps_lag(self):
+        lines = []
+        for t in range(6):
+            for w in range(8):
+                # Warp w stamps every event 10 w cycles after warp 0, but warp 5
+                # hands the stage over 300 cycles after the others.
+                a = [t * 3000 + d + 10 * w for d in (250, 1050, 2300, 2350, 2950, 2980)]
+                if w == 5:
+                    a[4] += 300
+                lines.append(f"mla_timeline tile {t} role {1 + w}: " +
+                             " ".join(map(str, a + [-1, -1])))
+        offsets = dict(timeline.warp_offsets(timeline.parse(lines)))
+        self.assertEqual(offsets["P seen"], [10 * w for w in range(8)])
+        self.assertEqual(offsets["stage handed over"][5], 350)
+        self.assertEqual(offsets["stage handed over"][7], 70)
+
     def test_no_lines_is_an_error(self):
         import contextlib
         import tempfile
