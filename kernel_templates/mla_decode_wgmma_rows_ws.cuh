@@ -19,20 +19,15 @@
 //     (mla_wgmma_layout.h, MlaRowsWsVOffset), so nothing converted is ever
 //     written to shared memory. They also copy the tiles into a ring of
 //     STAGES stages (tensor copies, mla_wgmma_tma.cuh, or cp.async for
-//     part tiles): tile t + STAGES once every accumulating warp has read
-//     its last codes of tile t. (Two stages measured about 15 % slower than
-//     three; asking L2 for tiles further ahead as well, slower too:
-//     RESULTS.md v22.)
+//     part tiles): tile t + STAGES after P V of tile t. (Two
+//     stages measured about 15 % slower than three; asking L2 for tiles
+//     further ahead as well, slower too: RESULTS.md v22.)
 // mbarriers hand tiles and P over, one arrival per warp: kfull[stage] (a tile
-// landed: the issuing thread makes every arrival beside its tensor copies,
-// which count their bytes, or each warp arrives and its cp.async copies are
-// tracked until they land, so the scorer's next S waits for the data only,
-// not for the accumulators' progress; the scorer fences a cp.async tile for
-// its wgmma reads), kempty[stage] (the accumulators are done reading the
-// stage's tile: they arrive as their last codes of it reach registers, and
-// only the thread that refills the stage waits, so no barrier stops both
-// accumulating warpgroups between tiles), pfull[b] (P of a tile written),
-// pempty[b] (P V of a tile done).
+// landed: thread 0 makes every arrival beside its tensor copies, which count
+// their bytes, or each warp arrives and its cp.async copies are tracked until
+// they land, so the scorer's next S waits for the data only, not for the
+// accumulators' progress; the scorer fences a cp.async tile for its wgmma
+// reads), pfull[b] (P of a tile written), pempty[b] (P V of a tile done).
 // A CTA counts its tiles over its work items (g), which names stages, P
 // buffers and phases.
 //
@@ -86,10 +81,6 @@ constexpr int STEP_BYTES = 2 * CHUNK_BYTES;               // a k32 step of Q cod
 constexpr int K8_STEPS = HEAD_DIM_QK / 32;                // 18
 constexpr float Q_LO_WEIGHT = 1.0f / 16.0f;
 constexpr int TOKEN_CHUNKS = HEAD_DIM_QK / 16;  // 36 chunks of 16 codes
-// The accumulating thread (0..255) that issues tensor copies: the first of
-// the second accumulating warpgroup, which reaches the end of a tile's
-// products last (RESULTS.md v35), so that its wait for the stage is short.
-constexpr int TMA_ISSUER = WG_THREADS;
 // Registers: 65536 / 384 = 168 per thread at launch; the scorer gives some
 // back so that each accumulator can hold its 128 accumulators, two k-steps'
 // A fragments (two groups of MMAs in flight) and the next k-step's codes. At
@@ -100,7 +91,7 @@ constexpr int ACC_REGISTERS = 192;
 static_assert(SCORER_REGISTERS + 2 * ACC_REGISTERS <= 3 * 168,
               "the warpgroups' registers fit what the CTA holds at launch");
 static_assert(!ELIGIBLE || (STAGES >= 2 && STAGES * STAGE_BYTES + 2 * Q8_BYTES + 2 * P_BYTES +
-                                                   3 * ROWS * 4 + (2 * STAGES + 4) * 8 <=
+                                                   3 * ROWS * 4 + (STAGES + 4) * 8 <=
                                                MlaWgmmaRowsWsSmemBytes(STAGES)),
               "the carve-up fits what the host allocates");
 
@@ -111,7 +102,6 @@ struct Smem {
   float* alpha;  // 2 x [64] rescale factors of the rows for a tile
   float* red;    // [64] row sums at the end of an item; first [8] amax of Q, [8] its scale
   u64* kfull;    // [STAGES]
-  u64* kempty;   // [STAGES]
   u64* pfull;    // [2]
   u64* pempty;   // [2]
 };
@@ -124,8 +114,7 @@ MLA_INLINE Smem CarveSmem(u8* base) {
   m.alpha = reinterpret_cast<float*>(m.p + 2 * P_BYTES);
   m.red = m.alpha + 2 * ROWS;
   m.kfull = reinterpret_cast<u64*>(m.red + ROWS);
-  m.kempty = m.kfull + STAGES;
-  m.pfull = m.kempty + STAGES;
+  m.pfull = m.kfull + STAGES;
   m.pempty = m.pfull + 2;
   return m;
 }
@@ -183,23 +172,19 @@ MLA_INLINE void CopyTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0, 
 }
 
 // Tile j0 into `stage`, completing `bar`'s phase of ACC_WARPS arrivals: by
-// tensor copies where TmaTile allows (TMA_ISSUER issues them, arms `bar` for
+// tensor copies where TmaTile allows (thread 0 issues them, arms `bar` for
 // their bytes and makes every arrival), else by CopyTile's cp.async (each
-// thread's copies tracked on `bar`, one arrival per warp). With `empty`, the
-// threads that write the stage first wait for its phase of that parity (the
-// accumulators done with the tile before).
+// thread's copies tracked on `bar`, one arrival per warp).
 MLA_INLINE void IssueTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0, int kv_hi,
-                          u8* stage, u64* bar, int c, u64* empty = nullptr, u32 parity = 0) {
+                          u8* stage, u64* bar, int c) {
   int slot = 0;
   if (TmaTile(p, s, j0, kv_hi, slot)) {
-    if (c == TMA_ISSUER) {
-      if (empty != nullptr) MbarWait(empty, parity);
+    if (c == 0) {
       CopyKvTileTma(p, slot, stage, bar);  // one arrival
       mla_wgmma::MbarArriveCount(bar, ACC_WARPS - 1);
     }
     return;
   }
-  if (empty != nullptr) MbarWait(empty, parity);
   CopyTile(p, s, j0, kv_hi, stage, c);
   mla_wgmma::CpAsyncTrackOnBarrier(bar);
   mla_wgmma::MbarArriveWarp(bar);
@@ -428,18 +413,6 @@ MLA_INLINE void AccumulateItem(const MlaDecodeParams& p, const MlaSeqInfo& s, co
     for (int step = 0; step < TILE / 16; ++step) {
       u32 frag[4][4];
       VFragments(v_next, frag);
-      if (step + 1 == TILE / 16) {
-        // This warp's last codes of tile g are in registers and S of it is
-        // done (P was written after it): the stage may take tile g + STAGES.
-        // (The fence: this thread's cp.async writes of tile g, which it
-        // waited for, come before tensor copies into the stage; a tile that
-        // came by tensor copies has no generic writes to order.)
-        if (mla_wgmma::KV_TMA &&
-            mla_wgmma::MayBeCpAsyncTile(p, s, range.kv_lo + t * TILE, range.kv_hi)) {
-          FenceProxyAsync();
-        }
-        mla_wgmma::MbarArriveWarp(&sm.kempty[StageOf(g)]);
-      }
       if (step + 1 < TILE / 16) {
         v_next = LoadVCodes(stage, off, step + 1);
       } else if (t + 1 < n) {  // the next tile's first codes, ahead of this tile's tail
@@ -455,10 +428,19 @@ MLA_INLINE void AccumulateItem(const MlaDecodeParams& p, const MlaSeqInfo& s, co
       if (step == 0) AccumulatorStamp(g, mla_timeline::kFirstGroupDone);
     }
     AccumulatorStamp(g, mla_timeline::kLastGroupIssued);
+    // Every thread of both warpgroups has read its codes of tile g, and S of
+    // it is done (P was written after it): the stage takes tile g + STAGES.
+    // (The fence: this thread's cp.async writes of tile g, which it waited
+    // for, come before tensor copies into the stage; a tile that came by
+    // tensor copies has no generic writes to order.)
+    if (mla_wgmma::KV_TMA &&
+        mla_wgmma::MayBeCpAsyncTile(p, s, range.kv_lo + t * TILE, range.kv_hi)) {
+      FenceProxyAsync();
+    }
+    SyncAccumulators();
     if (t + STAGES < n) {
       IssueTile(p, s, range.kv_lo + (t + STAGES) * TILE, range.kv_hi,
-                sm.kv + StageOf(g) * STAGE_BYTES, &sm.kfull[StageOf(g)], c,
-                &sm.kempty[StageOf(g)], StageParity(g));
+                sm.kv + StageOf(g) * STAGE_BYTES, &sm.kfull[StageOf(g)], c);
     }
     AccumulatorStamp(g, mla_timeline::kStageHandedOver);
     Wait<0>();
@@ -575,10 +557,7 @@ MLA_INLINE void DecodeCta(const MlaDecodeParams& p) {
   const Smem sm = CarveSmem(mla_smem);
   if (threadIdx.x == 0) {
     // One arrival per warp (MbarArriveWarp).
-    for (int s = 0; s < STAGES; ++s) {
-      MbarInit(&sm.kfull[s], ACC_WARPS);
-      MbarInit(&sm.kempty[s], ACC_WARPS);
-    }
+    for (int s = 0; s < STAGES; ++s) MbarInit(&sm.kfull[s], ACC_WARPS);
     for (int b = 0; b < 2; ++b) {
       MbarInit(&sm.pfull[b], WG_THREADS / 32);
       MbarInit(&sm.pempty[b], ACC_WARPS);
