@@ -23,9 +23,9 @@
 //     stages measured about 15 % slower than three; asking L2 for tiles
 //     further ahead as well, slower too: RESULTS.md v22.)
 // mbarriers hand tiles and P over, one arrival per warp: kfull[stage] (a tile
-// landed: five warps each issue one block's tensor copy, which counts its
-// bytes, or each warp's cp.async copies are tracked until they land, and
-// every warp arrives once, so the scorer's next S waits for the data only, not for the
+// landed: thread 0 makes every arrival beside its tensor copies, which count
+// their bytes, or each warp arrives and its cp.async copies are tracked until
+// they land, so the scorer's next S waits for the data only, not for the
 // accumulators' progress; the scorer fences a cp.async tile for its wgmma
 // reads), pfull[b] (P of a tile written), pempty[b] (P V of a tile done).
 // A CTA counts its tiles over its work items (g), which names stages, P
@@ -48,6 +48,7 @@
 namespace mla_wgmma_rows_ws {
 
 using mla_wgmma::Commit;
+using mla_wgmma::CopyKvTileTma;
 using mla_wgmma::Desc;
 using mla_wgmma::Fence;
 using mla_wgmma::FenceProxyAsync;
@@ -171,23 +172,16 @@ MLA_INLINE void CopyTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0, 
 }
 
 // Tile j0 into `stage`, completing `bar`'s phase of ACC_WARPS arrivals: by
-// tensor copies where TmaTile allows (the first lanes of the last five warps
-// issue one block's copy each and arm `bar` for its bytes, the other three
-// arrive), else by CopyTile's cp.async (each thread's copies tracked on
-// `bar`, one arrival per warp). The five copies from one thread kept it
-// about 250 cycles past the others after the barrier before a refill, late
-// for the next tile's products (RESULTS.md v36).
+// tensor copies where TmaTile allows (thread 0 issues them, arms `bar` for
+// their bytes and makes every arrival), else by CopyTile's cp.async (each
+// thread's copies tracked on `bar`, one arrival per warp).
 MLA_INLINE void IssueTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0, int kv_hi,
                           u8* stage, u64* bar, int c) {
   int slot = 0;
   if (TmaTile(p, s, j0, kv_hi, slot)) {
-    const int part = (c >> 5) - (ACC_WARPS - mla_wgmma::KV_TMA_PARTS);
-    if ((c & 31) == 0) {
-      if (part >= 0) {
-        mla_wgmma::CopyKvTileTmaPart(p, slot, stage, bar, part);
-      } else {
-        MbarArrive(bar);
-      }
+    if (c == 0) {
+      CopyKvTileTma(p, slot, stage, bar);  // one arrival
+      mla_wgmma::MbarArriveCount(bar, ACC_WARPS - 1);
     }
     return;
   }

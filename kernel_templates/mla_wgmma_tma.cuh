@@ -78,19 +78,6 @@ MLA_INLINE void CopyKvTileTma(const MlaDecodeParams& p, int slot, u8* stage, u64
   TensorCopy2d(stage + kMlaWgmmaFp8RopeBlock, &p.kv_maps[1], 512, slot, bar);
 }
 
-// The same tile as CopyKvTileTma in KV_TMA_PARTS copies that different threads
-// issue: part i (0..3 the latent blocks, 4 the rope block) arms `bar` for its
-// own bytes (one arrival each) and copies its block, so that no one thread
-// spends the five copies' issue time.
-constexpr int KV_TMA_PARTS = 5;
-MLA_INLINE void CopyKvTileTmaPart(const MlaDecodeParams& p, int slot, u8* stage, u64* bar,
-                                  int part) {
-  const bool rope = part == KV_TMA_PARTS - 1;
-  MbarArriveExpectTx(bar, rope ? 64 * 64 : 64 * 128);
-  TensorCopy2d(stage + (rope ? kMlaWgmmaFp8RopeBlock : 8192 * part), &p.kv_maps[rope ? 1 : 0],
-               128 * part, slot, bar);
-}
-
 }  // namespace mla_wgmma
 
 #endif  // MLAJIT_KERNEL_TEMPLATES_MLA_WGMMA_TMA_CUH_
