@@ -56,8 +56,10 @@ MLA_INLINE void MaskScores(float (&sc)[32], const int (&lim)[2], int j0, bool ne
 // A row's running maximum moves only when a tile's exceeds it by more than
 // this (log2 units), so P stays below 2^RESCALE_SLACK: f16 and bf16 P keep
 // their relative precision there and f32 sums their range, while alpha stays
-// exactly 1 on most tiles and the accumulators skip the rescale of O (v36:
-// it ran on 85 % of tiles, a quarter of their instructions).
+// exactly 1 on most tiles and the accumulators skip the rescale of O
+// (RESULTS.md v36: it ran on 85 % of tiles, a quarter of the accumulating
+// warps' instructions). The swap-AB path's 16-row tiles defer their maxima
+// the same way (HEADROOM in mla_decode_wgmma.cuh).
 constexpr float RESCALE_SLACK = 8.0f;
 
 // The online softmax of this thread's two rows (row0, row0 + 8) over a
