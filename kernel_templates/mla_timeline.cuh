@@ -7,9 +7,8 @@
 // the N-th launch of the decode kernel (N >= 1, counted per loaded module),
 // CTA 0 stamps clock64 at each event of its first TILES tiles (counted over
 // its work items), one thread per role (the scorer; each accumulating warp),
-// and the merge kernel of that call
-// prints the stamps (so only calls with a split merge print), one line per
-// tile:
+// and the merge kernel of that call prints the stamps (so only calls with a
+// split merge print), one line per tile and role:
 //   mla_timeline tile T role R: c0 c1 ... (cycles since the first stamp; -1: none)
 // tools/bench/timeline.py turns a run's lines into per-step medians. Off, every
 // stamp compiles to nothing (the PTX is the same as without them). On, the
