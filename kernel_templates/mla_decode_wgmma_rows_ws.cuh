@@ -74,6 +74,12 @@ constexpr int TILE = 64;                     // KV tokens per tile
 constexpr int STAGES = NUM_STAGES;
 constexpr int STAGE_BYTES = MlaWgmmaStageBytes(KV_FORMAT_FP8);  // 36864
 constexpr bool Q_SPLIT = Q_MODE == Q_MODE_BF16;
+// Whether the scorer publishes per-warp "a maximum moved" flags, so that the
+// accumulators read the rescale factors only when one did. Only with Q in
+// one term, where the accumulators' issue sets the tile: with Q in two the
+// scorer's softmax is the critical chain and the vote on it cost 1-5 %
+// (RESULTS.md v37).
+constexpr bool MOVED_FLAGS = !Q_SPLIT;
 constexpr int CHUNK_BYTES = 64 * 16;                      // 64 rows x 16 bytes
 constexpr int Q8_BYTES = HEAD_DIM_QK / 16 * CHUNK_BYTES;  // 64 x 576 codes
 constexpr int P_BYTES = TILE / 8 * CHUNK_BYTES;           // 64 x 64 f16
@@ -91,7 +97,7 @@ constexpr int ACC_REGISTERS = 192;
 static_assert(SCORER_REGISTERS + 2 * ACC_REGISTERS <= 3 * 168,
               "the warpgroups' registers fit what the CTA holds at launch");
 static_assert(!ELIGIBLE || (STAGES >= 2 && STAGES * STAGE_BYTES + 2 * Q8_BYTES + 2 * P_BYTES +
-                                                   3 * ROWS * 4 + (STAGES + 4) * 8 <=
+                                                   3 * ROWS * 4 + 2 * 4 * 4 + (STAGES + 4) * 8 <=
                                                MlaWgmmaRowsWsSmemBytes(STAGES)),
               "the carve-up fits what the host allocates");
 
@@ -101,6 +107,7 @@ struct Smem {
   u8* p;         // 2 x P (64 rows x 64 tokens f16, MlaRowsChunkedOffset)
   float* alpha;  // 2 x [64] rescale factors of the rows for a tile
   float* red;    // [64] row sums at the end of an item; first [8] amax of Q, [8] its scale
+  u32* moved;    // 2 x [4] per scorer warp: a row's maximum moved on the tile (alpha != 1)
   u64* kfull;    // [STAGES]
   u64* pfull;    // [2]
   u64* pempty;   // [2]
@@ -113,7 +120,8 @@ MLA_INLINE Smem CarveSmem(u8* base) {
   m.p = m.q + 2 * Q8_BYTES;
   m.alpha = reinterpret_cast<float*>(m.p + 2 * P_BYTES);
   m.red = m.alpha + 2 * ROWS;
-  m.kfull = reinterpret_cast<u64*>(m.red + ROWS);
+  m.moved = reinterpret_cast<u32*>(m.red + ROWS);
+  m.kfull = reinterpret_cast<u64*>(m.moved + 2 * 4);
   m.pfull = m.kfull + STAGES;
   m.pempty = m.pfull + 2;
   return m;
@@ -341,8 +349,17 @@ MLA_INLINE void ScoreItem(const MlaDecodeParams& p, const MlaWorkItem& item, con
     const int b = g & 1;
     MbarWait(&sm.pempty[b], PParity(g) ^ 1u);  // P V of tile g - 2 is done with buffer b
     ScorerStamp(g, mla_timeline::kPBufferFree);
+    const float m_before[2] = {st.m[0], st.m[1]};
     SoftmaxRowsToP(sc, score_scale, st.m, st.l, sm.p + b * P_BYTES, sm.alpha + b * ROWS, row0,
                    quad);
+    if (MOVED_FLAGS) {
+      // One word per warp tells the accumulators whether any rescale factor
+      // of the tile differs from 1 (a moved maximum), so that they read the
+      // factors only then (published by the pfull arrival below).
+      const bool moved =
+          __any_sync(0xffffffffu, st.m[0] != m_before[0] || st.m[1] != m_before[1]);
+      if (lane == 0) sm.moved[4 * b + warp] = moved ? 1u : 0u;
+    }
     FenceProxyAsync();  // P -> the accumulators' wgmma reads
     mla_wgmma::MbarArriveWarp(&sm.pfull[b]);
     ScorerStamp(g, mla_timeline::kPWritten);
@@ -387,16 +404,28 @@ MLA_INLINE void AccumulateItem(const MlaDecodeParams& p, const MlaSeqInfo& s, co
     AccumulatorStamp(g, mla_timeline::kTileStart);
     MbarWait(&sm.pfull[b], PParity(g));
     AccumulatorStamp(g, mla_timeline::kPSeen);
-    // Rescale the rows whose maximum moved (columns 8 j + 2 quad + e).
+    // Rescale the rows (columns 8 j + 2 quad + e) when a maximum moved: the
+    // scorer's flags say so for the whole tile (uniform over the CTA), or,
+    // without them, the factors themselves.
     const float* alpha = sm.alpha + b * ROWS + 2 * quad;
     float2 al[8];
     bool moved = false;
+    if (MOVED_FLAGS) {
+      const uint4 f = *reinterpret_cast<const uint4*>(sm.moved + 4 * b);
+      moved = (f.x | f.y | f.z | f.w) != 0u;
+    } else {
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      al[j] = *reinterpret_cast<const float2*>(alpha + 8 * j);
-      moved |= al[j].x != 1.0f || al[j].y != 1.0f;
+      for (int j = 0; j < 8; ++j) {
+        al[j] = *reinterpret_cast<const float2*>(alpha + 8 * j);
+        moved |= al[j].x != 1.0f || al[j].y != 1.0f;
+      }
+      moved = __any_sync(0xffffffffu, moved);
     }
-    if (__any_sync(0xffffffffu, moved)) {
+    if (moved) {
+      if (MOVED_FLAGS) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) al[j] = *reinterpret_cast<const float2*>(alpha + 8 * j);
+      }
 #pragma unroll
       for (int blk = 0; blk < 4; ++blk) {
 #pragma unroll

@@ -173,10 +173,11 @@ MLA_HOST_DEVICE constexpr bool MlaWgmmaRowsWsEligible(int kv_format, int block_m
 }
 // Its dynamic shared memory: `stages` fp8 tiles as stored (36 KB each), Q as
 // two e4m3 operands (64 x 576 each; a8 uses one), two P buffers (64 x 64
-// f16), three rows of 64 floats (two of rescale factors, one of sums) and
-// stages + 4 mbarriers.
+// f16), three rows of 64 floats (two of rescale factors, one of sums), two
+// times four flags and stages + 4 mbarriers.
 MLA_HOST_DEVICE constexpr int MlaWgmmaRowsWsSmemBytes(int stages) {
-  return stages * 64 * 576 + 2 * 64 * 576 + 2 * 64 * 64 * 2 + 3 * 64 * 4 + (stages + 4) * 8;
+  return stages * 64 * 576 + 2 * 64 * 576 + 2 * 64 * 64 * 2 + 3 * 64 * 4 + 2 * 4 * 4 +
+         (stages + 4) * 8;
 }
 
 // Whether the kernel copies whole fp8 tiles with tensor maps (TMA: five
