@@ -217,10 +217,14 @@ MLA_INLINE ItemRange RangeOf(const MlaWorkItem& item, const MlaSeqInfo& s, int r
 // bytes between core matrices along K, `sbo` bytes between core matrices
 // along N. Shared addresses stay below 2^18, so advancing the start address
 // is an add to the low word (Desc::At) with no carry into the offset fields.
+// The start address field is 14 bits of (address >> 4): a shared::cta
+// address carries the CTA's rank in its cluster from bit 24 up (SASS builds
+// it from SR_CgaCtaId), so it is masked to its 18-bit offset first; unmasked,
+// the rank of a CTA launched in a cluster spilled into the leading byte offset.
 struct Desc {
   u32 lo, hi;
   MLA_INLINE Desc(const void* p, u32 lbo, u32 sbo)
-      : lo((SmemAddr(p) >> 4) | ((lbo >> 4) << 16)), hi(sbo >> 4) {}
+      : lo(((SmemAddr(p) & 0x3ffffu) >> 4) | ((lbo >> 4) << 16)), hi(sbo >> 4) {}
   MLA_INLINE Desc At(int byte_offset) const {
     Desc d = *this;
     d.lo += static_cast<u32>(byte_offset) >> 4;
