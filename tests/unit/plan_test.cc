@@ -176,6 +176,74 @@ TEST(Scheduler, PiecesStopAtTwoKvTilesWhenTheCostFloorIsLow) {
   }
 }
 
+// Cluster merges: aligned pieces of split tiles, one per CTA of each group
+// of k consecutive CTAs, merge in clusters of k; anything else does not.
+TEST(Scheduler, ClusterMergeSizeFollowsAlignedPieces) {
+  struct Case {
+    int batch, q_len, kv, heads, num_ctas, k, grid;
+  } cases[] = {{4, 1, 1024, 32, 264, 8, 64},    // 8 tiles x 8 pieces
+               {32, 1, 1024, 32, 264, 4, 256},  // 64 tiles x 4
+               {128, 1, 8192, 16, 264, 2, 256},
+               {4, 1, 1024, 32, 132, 8, 64},   // 132 CTAs: 64 of them in clusters of 8
+               {16, 2, 1024, 16, 264, 8, 256},  // causal tiles of 7 and 8 pieces
+               {4, 1, 400, 32, 264, 3, 24}};
+  for (const Case& k : cases) {
+    SCOPED_TRACE(testing::Message() << k.batch << "," << k.q_len << "," << k.kv << "," << k.heads);
+    Layout l = MakeLayout(std::vector<int>(k.batch, k.q_len), std::vector<int>(k.batch, k.kv),
+                          k.heads, /*causal=*/true);
+    ScheduleConfig cfg{k.num_ctas, 16, 64, 128};
+    auto s = BuildSchedule(l.view(), cfg);
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_EQ(ClusterMergeSize(*s, 8), k.k);
+    EXPECT_EQ(ClusterGrid(*s, k.k), k.grid);
+    EXPECT_EQ(ClusterMergeSize(*s, k.k - 1), 0) << "clusters larger than allowed";
+    // Every split tile's pieces sit in one group, rank 0 first.
+    for (const MlaCombineItem& m : s->combine) {
+      int group = -1;
+      for (int c = 0; c < cfg.num_ctas; ++c) {
+        for (int w = s->work_indptr[c]; w < s->work_indptr[c + 1]; ++w) {
+          const int slot = s->work[w].partial;
+          if (slot < m.partial_start || slot >= m.partial_start + m.num_splits) continue;
+          if (slot == m.partial_start) {
+            EXPECT_EQ(c % k.k, 0);
+          }
+          if (group < 0) group = c / k.k;
+          EXPECT_EQ(c / k.k, group);
+        }
+      }
+    }
+  }
+}
+
+TEST(Scheduler, ClusterMergeSizeRejectsOtherSchedules) {
+  // No split tile: nothing to merge.
+  Layout whole = MakeLayout(std::vector<int>(128, 1), std::vector<int>(128, 8192), 16);
+  auto s = BuildSchedule(whole.view(), ScheduleConfig{132, 16, 64, 128});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_TRUE(s->combine.empty());
+  EXPECT_EQ(ClusterMergeSize(*s, 8), 0);
+  // The line's cuts (one long sequence among short ones).
+  std::vector<int> kv(64, 2000);
+  kv[5] = 65536;
+  Layout skewed = MakeLayout(std::vector<int>(64, 1), kv, 16);
+  s = BuildSchedule(skewed.view(), ScheduleConfig{264, 16, 64, 128});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->pieces_per_tile, 0);
+  EXPECT_EQ(ClusterMergeSize(*s, 8), 0);
+  // Aligned, then tampered with: a piece moved to the next group, and a CTA
+  // given a second item.
+  Layout equal = MakeLayout(std::vector<int>(4, 1), std::vector<int>(4, 1024), 32);
+  s = BuildSchedule(equal.view(), ScheduleConfig{264, 16, 64, 128});
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(ClusterMergeSize(*s, 8), 8);
+  Schedule moved = *s;
+  std::swap(moved.work[7], moved.work[8]);  // CTAs 7 and 8 hold one item each
+  EXPECT_EQ(ClusterMergeSize(moved, 8), 0);
+  Schedule doubled = *s;
+  for (int c = 1; c <= 8; ++c) doubled.work_indptr[c] = std::max(0, c - 1);
+  EXPECT_EQ(ClusterMergeSize(doubled, 8), 0);
+}
+
 TEST(Scheduler, NearlyEqualTilesKeepTheInvariants) {
   // One short and one empty sequence among equal ones: still the aligned rule
   // (the deficit is small), with fewer pieces for the short tile.
