@@ -45,7 +45,6 @@
 #ifndef MLAJIT_KERNEL_TEMPLATES_MLA_DECODE_WGMMA_CUH_
 #define MLAJIT_KERNEL_TEMPLATES_MLA_DECODE_WGMMA_CUH_
 
-#include "mla_wgmma_cluster.cuh"
 #include "mla_wgmma_common.cuh"
 #include "mla_wgmma_loads.cuh"
 #include "mla_wgmma_mxfp4.cuh"
@@ -324,12 +323,8 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
   // the accumulators, each warp instruction wrote 16 bytes to each of 32
   // places 64 bytes apart; a probe timed those stores at 2.1 us of the 2.5 us
   // after the last tile (tools/bench/RESULTS.md v17).
-  // Partials are kept before kv_scale (mla_common.cuh); pieces merged in the
-  // cluster (mla_wgmma_cluster.cuh) stay in shared memory, scaled as outputs.
-  const bool in_cluster = CLUSTER_MERGE && p.cluster_merge > 1;
-  const bool merged_in_cluster = in_cluster && item.partial >= 0;
-  const bool to_partials = !in_cluster && item.partial >= 0;
-  const float v_scale = FP8 && !to_partials ? p.kv_scale
+  // Partials are kept before kv_scale (mla_common.cuh).
+  const float v_scale = FP8 && item.partial < 0 ? p.kv_scale
                         : MX                        ? ldexpf(1.0f, frame)
                                                     : 1.0f;
   const int dim0 = MlaWgmmaOutDimBase(warp, lane);
@@ -349,23 +344,15 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
     if (warp == 0 && r == 0) {
       const float lse = sum > 0.0f ? (m[c] + log2f(sum)) * LN2 : NegInf();
       const int row = item.row_start + n;
-      if (merged_in_cluster) {
-        LseOf(sm)[n] = lse;
-      } else if (to_partials) {
+      if (item.partial >= 0) {
         p.partial_lse[item.partial * BLOCK_M + n] = lse;
       } else if (WRITE_LSE && row < rows_total) {
         p.lse[static_cast<long long>(s.qo_start) * NUM_HEADS + row] = lse;
       }
     }
   }
-  if (in_cluster && threadIdx.x == 0) {
-    *HeaderOf(sm) = ClusterHeader{merged_in_cluster ? 1 : 0, s.qo_start,
-                                  min(N, rows_total - item.row_start), item.row_start};
-  }
   SyncMma();
-  if (merged_in_cluster) {
-    // the rows stay staged for the cluster's merge
-  } else if (to_partials) {
+  if (item.partial >= 0) {
     // The slot holds the whole tile: N rows of 512 values, one row per pass.
     const long long e = static_cast<long long>(item.partial) * BLOCK_M * HEAD_DIM_V;
 #pragma unroll 4
@@ -431,13 +418,10 @@ MLA_INLINE void DecodeCta(const MlaDecodeParams& p) {
   const float q_scale = Q_MODE == Q_MODE_FP8 ? QScaleFromAmax(*p.q_amax) : 1.0f;
   int g = 0;
   u32 tma_phase = 0;
-  const bool in_cluster = CLUSTER_MERGE && p.cluster_merge > 1;
-  if (in_cluster) ClusterMergeInit(sm);
   ForEachWorkItem(p, [&](const MlaWorkItem& item, const MlaSeqInfo& seq, const MlaWorkItem& next,
                          MlaSeqInfo& next_seq) {
     ProcessItem(p, item, seq, sm, q_scale, next, next_seq, g, tma_phase);
   });
-  if (in_cluster) ClusterMerge(p, sm);
 }
 
 }  // namespace mla_wgmma

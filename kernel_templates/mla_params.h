@@ -66,11 +66,6 @@ struct MlaDecodeParams {
   float kv_scale;            // fp8 KV: real value = code * kv_scale; else 1
   int num_ctas;
   int num_combine;
-  // > 1: the kernel runs in clusters of this many CTAs, and the pieces of a
-  // split tile, one per CTA of a cluster, merge in distributed shared memory
-  // instead of writing partials (mla_wgmma_cluster.cuh, plan::ClusterMergeSize);
-  // 0 otherwise. Only the kernels MlaClusterMergeEligible accepts read it.
-  int cluster_merge;
   long long q_elements;      // total_q * H * 576 (the a8 amax kernel's extent)
   // The caller's size of kv in bytes (mlajit_decode_args_t::kv_bytes), or 0
   // when not given. MXFP4 copies whole 16-byte chunks across record edges
@@ -160,18 +155,6 @@ MLA_HOST_DEVICE constexpr bool MlaWgmmaEligible(int kv_format, int block_m, int 
          ((kv_format == 0 || kv_format == 1)
               ? num_warps == 4
               : kv_format == 2 && (num_warps == 8 || num_warps == 12));
-}
-
-// Split tiles merged inside the decode kernel across a cluster's CTAs
-// (mla_wgmma_cluster.cuh): the fp8 swap-AB kernels and bf16's of 16 rows, in
-// clusters of 2..MLA_CLUSTER_MERGE_MAX CTAs (the portable cluster size).
-// (bf16's 32-row kernel already spills in its tile loop, and the merge made
-// ptxas spill more there.)
-#define MLA_CLUSTER_MERGE_MAX 8
-MLA_HOST_DEVICE constexpr bool MlaClusterMergeEligible(int kv_format, int block_m, int block_n,
-                                                       int num_warps) {
-  return (kv_format == 1 || (kv_format == 0 && block_m == 16)) &&
-         MlaWgmmaEligible(kv_format, block_m, block_n, num_warps);
 }
 
 // The 64-row Hopper path (mla_decode_wgmma_rows.cuh) serves sm_90a with fp8 or

@@ -84,11 +84,6 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const mlajit_runtime_op
           });
     }
   }
-  {
-    const char* env = std::getenv("MLAJIT_CLUSTER_MERGE");
-    rt->cluster_merge_ = (env == nullptr || std::string(env) != "0") &&
-                         rt->props_.vendor == gpu::Vendor::kNvidia;
-  }
   MLAJIT_ASSIGN_OR_RETURN(cache::CacheOptions cache_options, ResolveCacheOptions(options->cache, "mlajit_runtime_create"));
   MLAJIT_ASSIGN_OR_RETURN(rt->compiler_, jit::KernelCompiler::Shared(cache_options));
   {
@@ -141,8 +136,6 @@ absl::StatusOr<const LoadedKernel*> Runtime::GetKernel(const jit::KernelSpec& sp
   k->kv_tensor_maps = kv_tensor_maps_ != nullptr &&
                       plan::CopiesKvByTensorMaps(spec.arch, spec.kv_format, spec.block_m,
                                                  spec.block_n, spec.num_warps, spec.page_size);
-  k->cluster_merge = plan::MergesInClusters(spec.arch, spec.kv_format, spec.block_m, spec.block_n,
-                                            spec.num_warps);
   const auto* bytes = reinterpret_cast<const uint8_t*>(entry->payload.data());
   MLAJIT_ASSIGN_OR_RETURN(k->module,
                           backend_->LoadModule(device_, {bytes, entry->payload.size()}));
@@ -307,7 +300,6 @@ std::string Plan::DescribeJson() const {
                       ",\"num_ctas\":", schedule_config_.num_ctas,
                       ",\"min_split_cost\":", schedule_config_.min_cost_per_cta,
                       ",\"tuned\":", tuned_ ? "true" : "false",
-                      ",\"cluster_merge\":", cluster_merge_,
                       ",\"kv_tensor_maps\":",
                       kernel_->kv_tensor_maps && runtime_->kv_tensor_maps()->enabled() ? "true"
                                                                                        : "false",
@@ -348,38 +340,7 @@ absl::StatusOr<std::unique_ptr<Plan>> Plan::Create(Runtime* runtime,
   MLAJIT_ASSIGN_OR_RETURN(p->schedule_, runtime->GetSchedule(layout.view, p->schedule_config_));
   MLAJIT_RETURN_IF_ERROR(p->device_plan_->Upload(*p->schedule_, p->schedule_config_.block_m));
   p->kv_extent_ = kv_indptr[batch_size];
-  p->ChooseClusterMerge();
   return p;
-}
-
-gpu::LaunchConfig Plan::DecodeLaunch(int num_ctas) const {
-  gpu::LaunchConfig decode;
-  decode.grid_x = static_cast<unsigned>(cluster_merge_ > 1 ? cluster_grid_ : num_ctas);
-  decode.block_x = static_cast<unsigned>(kernel_->threads);
-  decode.shared_memory_bytes = static_cast<unsigned>(kernel_->smem_bytes);
-  decode.programmatic_dependent = runtime_->programmatic_dependent_launch();
-  decode.cluster_x = static_cast<unsigned>(std::max(cluster_merge_, 1));
-  return decode;
-}
-
-void Plan::ChooseClusterMerge() {
-  if (!kernel_->cluster_merge || !runtime_->cluster_merge()) return;
-  const int k = plan::ClusterMergeSize(*schedule_, MLA_CLUSTER_MERGE_MAX);
-  if (k == 0) return;
-  gpu::LaunchConfig c = DecodeLaunch(0);
-  c.cluster_x = static_cast<unsigned>(k);
-  const int grid = plan::ClusterGrid(*schedule_, k);
-  // Every cluster resident at once, as the persistent schedule assumes; a
-  // driver without the query, or a device that holds fewer, merges as before.
-  absl::StatusOr<int> resident =
-      runtime_->backend()->MaxActiveClusters(runtime_->device(), kernel_->decode, c);
-  if (!resident.ok()) {
-    MLAJIT_LOG_INFO("split merges stay in the combine kernel: ", resident.status().message());
-    return;
-  }
-  if (int64_t{*resident} * k < grid) return;
-  cluster_merge_ = k;
-  cluster_grid_ = grid;
 }
 
 absl::StatusOr<std::unique_ptr<Plan>> Plan::CreateDevicePlanned(
@@ -508,9 +469,13 @@ absl::Status Plan::Decode(const mlajit_decode_args_t* a, void* stream) const {
     amax.programmatic_dependent = runtime_->programmatic_dependent_launch();
     MLAJIT_RETURN_IF_ERROR(b->Launch(device, kernel_->q_amax, amax, params, stream));
   }
-  p.cluster_merge = cluster_merge_;
-  MLAJIT_RETURN_IF_ERROR(b->Launch(device, kernel_->decode, DecodeLaunch(p.num_ctas), params, stream));
-  if (p.num_combine > 0 && cluster_merge_ == 0) {
+  gpu::LaunchConfig decode;
+  decode.grid_x = static_cast<unsigned>(p.num_ctas);
+  decode.block_x = threads;
+  decode.shared_memory_bytes = static_cast<unsigned>(kernel_->smem_bytes);
+  decode.programmatic_dependent = runtime_->programmatic_dependent_launch();
+  MLAJIT_RETURN_IF_ERROR(b->Launch(device, kernel_->decode, decode, params, stream));
+  if (p.num_combine > 0) {
     gpu::LaunchConfig combine;
     // One 32-lane group per (combine item, row slot, column quarter).
     const long long groups = static_cast<long long>(p.num_combine) * kernel_->spec.block_m *

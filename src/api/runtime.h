@@ -42,9 +42,6 @@ struct LoadedKernel {
   // The decode kernel copies fp8 tiles with tensor maps the host encodes per
   // call (plan::CopiesKvByTensorMaps), and this runtime encodes them.
   bool kv_tensor_maps = false;
-  // The decode kernel can merge split tiles across a cluster's CTAs
-  // (plan::MergesInClusters; MlaDecodeParams::cluster_merge).
-  bool cluster_merge = false;
 };
 
 // A host-built plan's batch layout, checked as mlajit_plan_create checks it
@@ -108,9 +105,6 @@ class Runtime {
   // buffer; null when this runtime does not encode them (not CUDA, or
   // MLAJIT_KV_TMA=0, which makes every tile copy by cp.async).
   plan::KvTensorMaps* kv_tensor_maps() const { return kv_tensor_maps_.get(); }
-  // Host-built plans whose split tiles can merge in clusters do (sm_90a;
-  // MLAJIT_CLUSTER_MERGE=0 keeps every merge in the combine kernel).
-  bool cluster_merge() const { return cluster_merge_; }
 
  private:
   Runtime() = default;
@@ -120,7 +114,6 @@ class Runtime {
   gpu::DeviceProperties props_;
   bool pdl_ = false;
   std::unique_ptr<plan::KvTensorMaps> kv_tensor_maps_;
-  bool cluster_merge_ = false;
   bool use_tuning_ = true;
   std::unique_ptr<tune::TuningTable> tuning_;
   std::string tuning_dir_;
@@ -181,11 +174,6 @@ class Plan {
   // forced: as for Create.
   absl::Status Prepare(Runtime* runtime, const mlajit_plan_config_t& config, int max_q_len,
                        const plan::BatchWork* work, const plan::TileShape* forced);
-  // Host plans: merge split tiles in clusters when the kernel, the schedule
-  // and the device's cluster occupancy allow (cluster_merge_, cluster_grid_).
-  void ChooseClusterMerge();
-  // The decode kernel's launch shape (grid, block, shared memory, clusters).
-  gpu::LaunchConfig DecodeLaunch(int num_ctas) const;
 
   Runtime* runtime_ = nullptr;
   mlajit_plan_config_t config_{};
@@ -196,8 +184,6 @@ class Plan {
   mlajit_plan_limits_t limits_{};                    // device-planned only
   std::unique_ptr<plan::DevicePlan> device_plan_;
   int64_t kv_extent_ = 0;  // flat: tokens addressed; paged: page-table entries
-  int cluster_merge_ = 0;   // > 1: CTAs per cluster, split tiles merge in the decode
-  int cluster_grid_ = 0;    // the CTAs launched then (plan::ClusterGrid)
 };
 
 }  // namespace mlajit::api_internal

@@ -57,10 +57,6 @@ struct LaunchConfig {
   // (griddepcontrol.wait) before touching memory that kernel uses. Ignored by
   // backends without it.
   bool programmatic_dependent = false;
-  // CTAs per thread-block cluster along x (CUDA, sm_90+): 1 launches no
-  // clusters. grid_x must be a multiple of it. Backends without clusters
-  // refuse anything else.
-  unsigned cluster_x = 1;
 };
 
 // A two-dimensional tensor map over a matrix of bytes (CUDA's tensor memory
@@ -172,17 +168,6 @@ class Backend {
     (void)map;
     (void)out;
     return absl::UnimplementedError("tensor maps are not supported by this backend");
-  }
-
-  // How many clusters of config.cluster_x CTAs of `f` the device can hold at
-  // once with config's block and shared memory (the grid size is ignored).
-  // kUnimplemented where the backend or driver has no clusters.
-  virtual absl::StatusOr<int> MaxActiveClusters(int device, FunctionHandle f,
-                                                const LaunchConfig& config) {
-    (void)device;
-    (void)f;
-    (void)config;
-    return absl::UnimplementedError("thread-block clusters are not supported by this backend");
   }
 };
 

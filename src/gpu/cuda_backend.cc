@@ -103,8 +103,6 @@ bool CudaDriverApi::Load(std::string* why) {
 #undef MLAJIT_CUDA_RESOLVE_
   cuTensorMapEncodeTiled = reinterpret_cast<decltype(cuTensorMapEncodeTiled)>(
       dlsym(library, MLAJIT_CUDA_SYMBOL_NAME(cuTensorMapEncodeTiled)));
-  cuOccupancyMaxActiveClusters = reinterpret_cast<decltype(cuOccupancyMaxActiveClusters)>(
-      dlsym(library, MLAJIT_CUDA_SYMBOL_NAME(cuOccupancyMaxActiveClusters)));
   if (!missing.empty()) {
     *why = absl::StrCat("libcuda.so.1 lacks driver entry points: ", missing,
                         " (driver too old for this build?)");
@@ -341,16 +339,22 @@ class CudaBackend final : public Backend {
   absl::Status Launch(int device, FunctionHandle f, const LaunchConfig& c, void** args,
                       StreamHandle stream) override {
     MLAJIT_RETURN_IF_ERROR(MakeCurrent(device));
-    if (c.cluster_x < 1 || c.grid_x % c.cluster_x != 0) {
-      return absl::InvalidArgumentError(absl::StrCat("Launch: cluster_x=", c.cluster_x,
-                                                     ": must be >= 1 and divide grid_x=",
-                                                     c.grid_x));
-    }
     CUresult r;
-    if (c.programmatic_dependent || c.cluster_x > 1) {
-      CUlaunchAttribute attributes[2] = {};
-      CUlaunchConfig launch = ToLaunchConfig(c, attributes);
+    if (c.programmatic_dependent) {
+      CUlaunchAttribute attribute{};
+      attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+      attribute.value.programmaticStreamSerializationAllowed = 1;
+      CUlaunchConfig launch{};
+      launch.gridDimX = c.grid_x;
+      launch.gridDimY = c.grid_y;
+      launch.gridDimZ = c.grid_z;
+      launch.blockDimX = c.block_x;
+      launch.blockDimY = c.block_y;
+      launch.blockDimZ = c.block_z;
+      launch.sharedMemBytes = c.shared_memory_bytes;
       launch.hStream = static_cast<CUstream>(stream);
+      launch.attrs = &attribute;
+      launch.numAttrs = 1;
       r = api_.cuLaunchKernelEx(&launch, reinterpret_cast<CUfunction>(f), args, nullptr);
     } else {
       r = api_.cuLaunchKernel(reinterpret_cast<CUfunction>(f), c.grid_x, c.grid_y, c.grid_z,
@@ -361,32 +365,9 @@ class CudaBackend final : public Backend {
       return Error(r, absl::StrCat("cuLaunchKernel(grid=[", c.grid_x, ",", c.grid_y, ",",
                                    c.grid_z, "], block=[", c.block_x, ",", c.block_y, ",",
                                    c.block_z, "], shared_memory_bytes=", c.shared_memory_bytes,
-                                   ", cluster_x=", c.cluster_x, ") on device ", device));
+                                   ") on device ", device));
     }
     return absl::OkStatus();
-  }
-
-  absl::StatusOr<int> MaxActiveClusters(int device, FunctionHandle f,
-                                        const LaunchConfig& c) override {
-    if (api_.cuOccupancyMaxActiveClusters == nullptr) {
-      return absl::UnimplementedError(
-          "clusters: this driver lacks cuOccupancyMaxActiveClusters (needs a CUDA 12.0 driver)");
-    }
-    MLAJIT_RETURN_IF_ERROR(MakeCurrent(device));
-    CUlaunchAttribute attributes[2] = {};
-    LaunchConfig one = c;
-    one.grid_x = c.cluster_x;  // the query wants a grid the cluster divides
-    one.grid_y = one.grid_z = 1;
-    CUlaunchConfig launch = ToLaunchConfig(one, attributes);
-    int clusters = 0;
-    CUresult r = api_.cuOccupancyMaxActiveClusters(&clusters, reinterpret_cast<CUfunction>(f),
-                                                   &launch);
-    if (r != CUDA_SUCCESS) {
-      return Error(r, absl::StrCat("cuOccupancyMaxActiveClusters(cluster_x=", c.cluster_x,
-                                   ", block_x=", c.block_x, ", shared_memory_bytes=",
-                                   c.shared_memory_bytes, ") on device ", device));
-    }
-    return clusters;
   }
 
   absl::StatusOr<DevicePtr> Malloc(int device, size_t bytes) override {
@@ -616,33 +597,6 @@ class CudaBackend final : public Backend {
   }
 
  private:
-  // cuLaunchKernelEx's form of `c`, its attributes (programmatic dependence,
-  // cluster shape) in `attributes` (room for two). The stream is left null.
-  static CUlaunchConfig ToLaunchConfig(const LaunchConfig& c, CUlaunchAttribute* attributes) {
-    CUlaunchConfig launch{};
-    launch.gridDimX = c.grid_x;
-    launch.gridDimY = c.grid_y;
-    launch.gridDimZ = c.grid_z;
-    launch.blockDimX = c.block_x;
-    launch.blockDimY = c.block_y;
-    launch.blockDimZ = c.block_z;
-    launch.sharedMemBytes = c.shared_memory_bytes;
-    launch.attrs = attributes;
-    if (c.programmatic_dependent) {
-      CUlaunchAttribute& a = attributes[launch.numAttrs++];
-      a.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-      a.value.programmaticStreamSerializationAllowed = 1;
-    }
-    if (c.cluster_x > 1) {
-      CUlaunchAttribute& a = attributes[launch.numAttrs++];
-      a.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-      a.value.clusterDim.x = c.cluster_x;
-      a.value.clusterDim.y = 1;
-      a.value.clusterDim.z = 1;
-    }
-    return launch;
-  }
-
   struct FunctionInfo {
     ModuleHandle module;
     int device;

@@ -79,8 +79,6 @@ struct CudaDriverApi {
 
   // Optional (null when the driver lacks it): tensor maps, CUDA 12.0 drivers on.
   decltype(&::cuTensorMapEncodeTiled) cuTensorMapEncodeTiled = nullptr;
-  // Optional: cluster occupancy, CUDA 12.0 drivers on.
-  decltype(&::cuOccupancyMaxActiveClusters) cuOccupancyMaxActiveClusters = nullptr;
 
   // dlopens libcuda.so.1 and resolves every entry point. On failure returns
   // false with the reason in `*why`; the object is then unusable.

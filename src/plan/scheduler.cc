@@ -194,46 +194,4 @@ absl::StatusOr<Schedule> BuildSchedule(const LayoutView& l, const ScheduleConfig
   return s;
 }
 
-int ClusterMergeSize(const Schedule& s, int max_cluster) {
-  const int k = s.pieces_per_tile;
-  const int num_ctas = static_cast<int>(s.work_indptr.size()) - 1;
-  if (s.combine.empty() || k < 2 || k > max_cluster || num_ctas < 1) return 0;
-  // The launch covers the CTAs with work in whole clusters.
-  const int grid = ClusterGrid(s, k);
-  if (grid > num_ctas) return 0;
-  // The merge of each partial slot.
-  std::vector<int> merge_of(s.num_partials, -1);
-  for (size_t m = 0; m < s.combine.size(); ++m) {
-    const MlaCombineItem& c = s.combine[m];
-    for (int i = 0; i < c.num_splits; ++i) merge_of[c.partial_start + i] = static_cast<int>(m);
-  }
-  for (int g = 0; g < grid / k; ++g) {
-    int merge = -1, pieces = 0, items = 0;
-    for (int c = g * k; c < (g + 1) * k; ++c) {
-      const int n = s.work_indptr[c + 1] - s.work_indptr[c];
-      if (n > 1) return 0;
-      if (n == 0) continue;
-      ++items;
-      const MlaWorkItem& w = s.work[s.work_indptr[c]];
-      if (w.partial < 0) continue;
-      const int m = merge_of[w.partial];
-      if (c == g * k) merge = m;
-      if (m != merge) return 0;  // rank 0 holds no piece, or pieces of two tiles
-      ++pieces;
-    }
-    if (merge < 0) continue;  // unsplit items only
-    if (pieces != items || pieces != s.combine[merge].num_splits) return 0;
-  }
-  return k;
-}
-
-int ClusterGrid(const Schedule& s, int k) {
-  const int num_ctas = static_cast<int>(s.work_indptr.size()) - 1;
-  int last = 0;  // one past the last CTA with work
-  for (int c = 0; c < num_ctas; ++c) {
-    if (s.work_indptr[c + 1] > s.work_indptr[c]) last = c + 1;
-  }
-  return std::max(k, (last + k - 1) / k * k);
-}
-
 }  // namespace mlajit::plan

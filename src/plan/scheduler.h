@@ -88,21 +88,6 @@ MlaScheduleShape ToShape(const LayoutView& layout, const ScheduleConfig& config)
 
 absl::StatusOr<Schedule> BuildSchedule(const LayoutView& layout, const ScheduleConfig& config);
 
-// Split merges in clusters (MlaDecodeParams::cluster_merge): the decode kernel
-// can merge a split tile across a cluster of k CTAs, in distributed shared
-// memory, when the schedule puts its pieces on the CTAs of one aligned group
-// [g k, g k + k), with rank 0 holding a piece. Returns that k, the schedule's
-// pieces_per_tile, when it is in 2..max_cluster, the CTAs with work fit
-// whole clusters inside the grid (ClusterGrid), and every group holds either
-// pieces of one split tile, one per CTA and all of them, or unsplit items
-// only, with no CTA running more than one item; else 0 (also when no tile is
-// split: there is nothing to merge).
-int ClusterMergeSize(const Schedule& s, int max_cluster);
-
-// The CTAs to launch in clusters of k: up to the last CTA with work, rounded
-// up to whole clusters (the CTAs after it have nothing to do).
-int ClusterGrid(const Schedule& s, int k);
-
 }  // namespace mlajit::plan
 
 #endif  // MLAJIT_SRC_PLAN_SCHEDULER_H_

@@ -56,12 +56,6 @@ bool CopiesKvByTensorMaps(const std::string& arch, KvFormat kv_format, int block
                                                      block_n, num_warps, page_size);
 }
 
-bool MergesInClusters(const std::string& arch, KvFormat kv_format, int block_m, int block_n,
-                      int num_warps) {
-  return arch == "sm_90a" &&
-         MlaClusterMergeEligible(static_cast<int>(kv_format), block_m, block_n, num_warps);
-}
-
 bool RunsWgmmaRowsPath(const std::string& arch, KvFormat kv_format, int block_m, int block_n,
                        int num_warps) {
   return arch == "sm_90a" &&

@@ -61,12 +61,6 @@ bool RunsWgmmaRowsWsPath(const std::string& arch, KvFormat kv_format, int block_
 bool CopiesKvByTensorMaps(const std::string& arch, KvFormat kv_format, int block_m, int block_n,
                           int num_warps, int page_size);
 
-// True when the decode kernel of this shape can merge split tiles across
-// the CTAs of a cluster (MlaClusterMergeEligible on sm_90a: the fp8 and bf16
-// swap-AB kernels).
-bool MergesInClusters(const std::string& arch, KvFormat kv_format, int block_m, int block_n,
-                      int num_warps);
-
 // Dynamic shared memory the decode kernel of this shape needs on `arch`.
 int DecodeSmemBytes(const std::string& arch, KvFormat kv_format, int block_m, int block_n,
                     int num_warps, int stages);

@@ -343,51 +343,6 @@ TEST_F(GpuDecodeTest, Fp8TilesWithAndWithoutTensorMaps) {
   }
 }
 
-TEST_F(GpuDecodeTest, SplitTilesMergeInClusters) {
-  // On Hopper the swap-AB fp8 kernels (and bf16's of 16 rows) merge a split
-  // tile's pieces across a cluster of CTAs in distributed shared memory when
-  // the schedule cuts equal tiles into k aligned pieces; MLAJIT_CLUSTER_MERGE=0
-  // (a runtime of its own: the knob is read at creation) keeps every merge in
-  // the combine kernel. Both must match the reference: cluster sizes 2, 4 and
-  // 8, both Q modes, flat and paged (NaN in the page tails), causal rows of
-  // q_len 2 whose tiles see different prefixes (7 or 8 pieces on clusters
-  // of 8), and clusters of 3 CTAs.
-  std::unique_ptr<DecodeHarness> without;
-  {
-    ScopedEnv env("MLAJIT_CLUSTER_MERGE", "0");
-    absl::StatusOr<std::unique_ptr<DecodeHarness>> h = DecodeHarness::Create(0);
-    ASSERT_TRUE(h.ok()) << h.status();
-    without = *std::move(h);
-  }
-  struct Case {
-    KvFormat format;
-    Shape shape;
-    int cluster;  // on Hopper, with the knob on
-  };
-  const Case cases[] = {
-      {KvFormat::kFp8E4m3, Shape{32, 1, 1024, 4, 0}, 8},
-      {KvFormat::kFp8E4m3, Shape{32, 1, 1024, 32, 0}, 4},
-      {KvFormat::kFp8E4m3, Shape{16, 1, 4096, 128, 0}, 2},
-      {KvFormat::kFp8E4m3, Shape{32, 1, 1024, 4, 64}, 8},
-      {KvFormat::kFp8E4m3, Shape{32, 1, 1024, 4, 1}, 8},
-      {KvFormat::kFp8E4m3, Shape{16, 2, 1024, 16, 0}, 8},  // tiles of 7 and 8 pieces
-      {KvFormat::kFp8E4m3, Shape{32, 1, 400, 4, 0}, 3},
-      {KvFormat::kBf16, Shape{32, 1, 1024, 4, 0}, 8},
-      {KvFormat::kBf16, Shape{16, 1, 1024, 64, 0}, 2},
-  };
-  for (DecodeHarness* h : {harness_, without.get()}) {
-    for (QMode m : {QMode::kBf16, QMode::kFp8}) {
-      for (const Case& k : cases) {
-        BatchConfig c = WithShape(k.format, m, k.shape);
-        c.lengths = LengthDistribution::kFixed;
-        const std::string plan = ExpectMatchesAndDescribe(*h, c);
-        if (!OnHopper(*h)) continue;
-        EXPECT_EQ(IntField(plan, "cluster_merge"), h == harness_ ? k.cluster : 0) << plan;
-      }
-    }
-  }
-}
-
 TEST_F(GpuDecodeTest, NanKvCodeReachesItsSequenceOnly) {
   // An fp8 NaN code (what the quantiser writes for a NaN) in one token's V
   // dims: the scores of that token are NaN, so every output row of its

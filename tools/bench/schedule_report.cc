@@ -25,8 +25,8 @@ absl::Status PrintSchedules(
         "--schedule \"", target, "\": expected ARCH or ARCH:SM_COUNT (e.g. sm_90a:132)"));
   }
   const std::string& arch = parts[0];
-  std::printf("%-40s %5s %5s %8s %6s %9s %9s %6s %6s %7s %s\n", "case", "rows", "ctas", "cut",
-              "active", "max_cost", "mean", "items", "merges", "cluster", "splits (count x merges)");
+  std::printf("%-40s %5s %5s %8s %6s %9s %9s %6s %6s %s\n", "case", "rows", "ctas", "cut", "active",
+              "max_cost", "mean", "items", "merges", "splits (count x merges)");
   for (const auto& [name, config] : cases) {
     const reference::BatchLayout layout = reference::GenerateLayout(config);
     plan::LayoutView view;
@@ -55,16 +55,10 @@ absl::Status PrintSchedules(
       absl::StrAppend(&hist, hist.empty() ? "" : " ", n, "x", count);
     const std::string cut =
         s.pieces_per_tile > 0 ? absl::StrCat("aligned", s.pieces_per_tile) : "line";
-    // Merges in clusters of this many CTAs if the device holds them all
-    // (Plan::ChooseClusterMerge asks the driver); 0: in the combine kernel.
-    const int cluster =
-        plan::MergesInClusters(arch, config.kv_format, t.block_m, t.block_n, t.num_warps)
-            ? plan::ClusterMergeSize(s, MLA_CLUSTER_MERGE_MAX)
-            : 0;
-    std::printf("%-40s %5d %5d %8s %6d %9lld %9.0f %6d %6zu %7d %s\n", name.c_str(), t.block_m,
+    std::printf("%-40s %5d %5d %8s %6d %9lld %9.0f %6d %6zu %s\n", name.c_str(), t.block_m,
                 sc.num_ctas, cut.c_str(), s.active_ctas, static_cast<long long>(s.max_cta_cost),
                 static_cast<double>(s.total_cost) / std::max(1, s.active_ctas), max_items,
-                s.combine.size(), cluster, hist.empty() ? "-" : hist.c_str());
+                s.combine.size(), hist.empty() ? "-" : hist.c_str());
   }
   return absl::OkStatus();
 }
