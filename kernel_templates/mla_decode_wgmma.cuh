@@ -49,10 +49,20 @@
 #include "mla_wgmma_loads.cuh"
 #include "mla_wgmma_mxfp4.cuh"
 #include "mla_wgmma_ss.cuh"
+#include "mla_timeline.cuh"
 
 namespace mla_wgmma {
 
 // ---- one work item --------------------------------------------------------
+
+// Timeline stamps (mla_timeline.cuh; nothing unless MLA_TIMELINE is set), by
+// thread 0: `stamps` counts the CTA's tiles [0] and work items [1].
+MLA_INLINE void TileStamp(const int (&stamps)[2], int event) {
+  mla_timeline::Stamp(0, 0, stamps[0], event);
+}
+MLA_INLINE void ItemStamp(const int (&stamps)[2], int event) {
+  mla_timeline::Stamp(1, 0, stamps[1], event);
+}
 
 // `next` is the CTA's following work item (or `item` again): its sequence
 // record is fetched into `next_seq` once this item's Q is loaded, so that the
@@ -62,7 +72,8 @@ namespace mla_wgmma {
 // b's next barrier phase (counted over the CTA's work items).
 MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, const MlaSeqInfo& s,
                             const Smem& sm, float q_scale, const MlaWorkItem& next,
-                            MlaSeqInfo& next_seq, int& g, u32& tma_phase) {
+                            MlaSeqInfo& next_seq, int& g, u32& tma_phase, int (&stamps)[2]) {
+  ItemStamp(stamps, mla_timeline::kSwItemStart);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int r = lane >> 2, quad = lane & 3;
   const int rows_total = s.q_len * NUM_HEADS;
@@ -112,6 +123,7 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
     score_scale *= LoadQ(p, s, item.row_start, sm, q_scale);
   }
   next_seq = LoadSeq(p, next.seq);
+  ItemStamp(stamps, mla_timeline::kSwQLoaded);
   const KAddr k_addr = MakeKAddr(sm.raw, warp, r, quad);
   const VAddr v_addr = MakeVAddr(sm.raw, warp, r, quad);
   const Desc q_desc = StepDesc(sm.q), p_desc = StepDesc(sm.p);
@@ -131,10 +143,12 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
         tma_phase ^= 1u << buf;
       }
     }
+    TileStamp(stamps, mla_timeline::kSwTileWaited);
     // Q^T (first tile) / P^T stores -> wgmma reads; a partial tile's cp.async
     // and P^T -> the tensor copies issued next into the stage of tile t - 1.
     FenceProxyAsync();
     SyncMma();  // tile t landed everywhere; everyone is done with tile t-1
+    TileStamp(stamps, mla_timeline::kSwTileSynced);
     if (!MX) {
       if (t + STAGES - 1 < num_tiles) {
         const int nb = (t + STAGES - 1) % STAGES;
@@ -164,6 +178,7 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
       }
       Commit();
       Wait<0>();
+      TileStamp(stamps, mla_timeline::kSwSDone);
       PinAccumulators(s8);
       // Columns 8 j + c of the low terms are columns 8 (j + N / 8) + c.
 #pragma unroll
@@ -270,6 +285,7 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
     }
 #pragma unroll
     for (int c = 0; c < ROWS_PER_THREAD; ++c) l[c] += ls[c];
+    TileStamp(stamps, mla_timeline::kSwPWritten);
 
     if (MX && shift != frame) {  // uniform over the warpgroup
       // O is zero before the first tile; a jump past fp32's range flushes
@@ -297,7 +313,10 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
       Commit();
       Wait<1>();
     }
+    TileStamp(stamps, mla_timeline::kSwPvIssued);
     Wait<0>();
+    TileStamp(stamps, mla_timeline::kSwPvDone);
+    ++stamps[0];
 #pragma unroll
     for (int b = 0; b < 8; ++b) PinAccumulators(o[b]);
     if (MX) {
@@ -307,6 +326,7 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
   }
 
   // ---- epilogue: row sums across lanes and warps, normalise, write ----
+  ItemStamp(stamps, mla_timeline::kSwLoopDone);
 #pragma unroll
   for (int c = 0; c < ROWS_PER_THREAD; ++c) {
     float v = l[c];
@@ -317,6 +337,7 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
   }
   if (MX) MbarWait(&sm.full[MxBuffer(g)], MxParity(g));  // a tile to stage in
   SyncMma();
+  ItemStamp(stamps, mla_timeline::kSwSumsShared);
   // The normalised rows go through shared memory (the KV stages, idle now:
   // every copy has landed and every thread is past the tile loop; MXFP4: the
   // e4m3 tile of this use) so that global stores are whole rows. Stored from
@@ -352,6 +373,7 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
     }
   }
   SyncMma();
+  ItemStamp(stamps, mla_timeline::kSwRowsStaged);
   if (item.partial >= 0) {
     // The slot holds the whole tile: N rows of 512 values, one row per pass.
     const long long e = static_cast<long long>(item.partial) * BLOCK_M * HEAD_DIM_V;
@@ -379,6 +401,8 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
                      PackBf16x2(b.z, b.w));
     }
   }
+  ItemStamp(stamps, mla_timeline::kSwStoresIssued);
+  ++stamps[1];
   if (MX) {
     MbarArrive(&sm.empty[MxBuffer(g)]);
     ++g;
@@ -388,6 +412,9 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
 MLA_INLINE void DecodeCta(const MlaDecodeParams& p) {
   extern __shared__ __align__(128) u8 mla_smem[];
   const Smem sm = CarveSmem(mla_smem);
+  // Only thread 0 stamps, so its own write of the flag needs no barrier.
+  mla_timeline::BeginLaunch();
+  mla_timeline::Stamp(2, 0, 0, mla_timeline::kSwCtaStart);
   if (MX) {
     if (threadIdx.x == 0) {
       for (int b = 0; b < 2; ++b) {
@@ -418,10 +445,12 @@ MLA_INLINE void DecodeCta(const MlaDecodeParams& p) {
   const float q_scale = Q_MODE == Q_MODE_FP8 ? QScaleFromAmax(*p.q_amax) : 1.0f;
   int g = 0;
   u32 tma_phase = 0;
+  int stamps[2] = {0, 0};
   ForEachWorkItem(p, [&](const MlaWorkItem& item, const MlaSeqInfo& seq, const MlaWorkItem& next,
                          MlaSeqInfo& next_seq) {
-    ProcessItem(p, item, seq, sm, q_scale, next, next_seq, g, tma_phase);
+    ProcessItem(p, item, seq, sm, q_scale, next, next_seq, g, tma_phase, stamps);
   });
+  mla_timeline::EndLaunch(0);
 }
 
 }  // namespace mla_wgmma

@@ -46,6 +46,29 @@ enum AccumulatorEvent {
   kDrained = 5,          // the tile's products done
 };
 
+// Events of the swap-AB path (mla_decode_wgmma.cuh), stamped by thread 0:
+// role 0 per tile (counted over the CTA's work items), role 1 per work item,
+// role 2 once per launch.
+enum SwapAbTileEvent {
+  kSwTileWaited = 0,  // this thread's copies of the tile landed
+  kSwTileSynced = 1,  // ... everyone's (the barrier before S)
+  kSwSDone = 2,       // S waited for
+  kSwPWritten = 3,    // softmax done, P^T stored (after the exchange, if any)
+  kSwPvIssued = 4,    // the last k-step of P V issued
+  kSwPvDone = 5,      // P V waited for
+};
+enum SwapAbItemEvent {
+  kSwItemStart = 0,     // ProcessItem entered
+  kSwQLoaded = 1,       // Q converted and stored, the first tiles issued
+  kSwLoopDone = 2,      // the item's last tile done
+  kSwSumsShared = 3,    // the row sums exchanged (the epilogue's first barrier)
+  kSwRowsStaged = 4,    // normalised rows staged in shared memory (second barrier)
+  kSwStoresIssued = 5,  // the rows' global stores issued
+};
+enum SwapAbLaunchEvent {
+  kSwCtaStart = 0,  // the CTA passed its wait for the previous kernel
+};
+
 #if !MLA_HIP && defined(__CUDA_ARCH__) && defined(MLA_TIMELINE) && MLA_TIMELINE > 0
 __device__ long long stamps[ROLES][TILES][EVENTS];
 __device__ unsigned int launches;  // decode launches so far; PRINT_NOW once stamped

@@ -1,4 +1,5 @@
-// The launch floor's host side: its kernel and the stream hold's compile for
+// The launch floor's host side: its kernel, the chain probe's two
+// (chain_floor.h) and the stream hold's compile for
 // the targets the bench runs on (NVRTC sm_90a with the dependent-launch
 // instructions, hiprtc gfx90a without), and its report line. The timings
 // need a GPU.
@@ -10,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "src/jit/compiler.h"
 #include "tools/bench/bench_kernel.h"
+#include "tools/bench/chain_floor.h"
 #include "tools/bench/stream_hold.h"
 
 namespace mlajit::bench {
@@ -42,6 +44,41 @@ TEST(LaunchFloorKernel, CompilesWithHiprtcForGfx90a) { ExpectLaunchFloorKernelCo
 TEST(StreamHoldKernel, CompilesWithNvrtcForSm90a) { ExpectStreamHoldKernelCompiles("sm_90a"); }
 TEST(StreamHoldKernel, CompilesWithNvrtcForSm80) { ExpectStreamHoldKernelCompiles("sm_80"); }
 TEST(StreamHoldKernel, CompilesWithHiprtcForGfx90a) { ExpectStreamHoldKernelCompiles("gfx90a"); }
+
+// The chain probe's source holds both kernels; each is looked up by name.
+void ExpectChainFloorKernelsCompile(const std::string& arch) {
+  ExpectBenchKernelCompiles("mlajit_chain_decode", ChainFloorKernelSource(), arch);
+  ExpectBenchKernelCompiles("mlajit_chain_merge", ChainFloorKernelSource(), arch);
+}
+TEST(ChainFloorKernels, CompileWithNvrtcForSm90a) { ExpectChainFloorKernelsCompile("sm_90a"); }
+TEST(ChainFloorKernels, CompileWithNvrtcForSm80) { ExpectChainFloorKernelsCompile("sm_80"); }
+TEST(ChainFloorKernels, CompileWithHiprtcForGfx90a) { ExpectChainFloorKernelsCompile("gfx90a"); }
+
+TEST(FormatChainFloor, NamesTheShapeAndEveryFigure) {
+  ChainFloor f;
+  f.shape = SmallestCaseChain();
+  f.kv_copies = 67;
+  f.decode_only_us = 6.5;
+  f.decode_merge_us = 8.25;
+  f.decode_merge_l2_us = 7.75;
+  const std::string line = FormatChainFloor(f);
+  EXPECT_THAT(line, HasSubstr("(4,1,1024,32) fp8 with no arithmetic: 8 row tiles x 8 pieces of "
+                              "2 KV tiles, 16 rows"));
+  EXPECT_THAT(line, HasSubstr("decode alone 6.50 us"));
+  EXPECT_THAT(line, HasSubstr("decode + merge 8.25 us (KV rotated over 67 buffers)"));
+  EXPECT_THAT(line, HasSubstr("7.75 us (KV in L2)"));
+}
+
+TEST(ChainShapes, MatchTheirCasesWork) {
+  // 32 rows per sequence in 16-row tiles; a piece per CTA covers the
+  // sequence's 1024 tokens in 64-token tiles.
+  for (const ChainShape& s : {SmallestCaseChain(), BatchOf32Chain()}) {
+    EXPECT_EQ(s.rows, 16) << s.name;
+    EXPECT_EQ(s.splits * s.tiles_per_piece * 64, 1024) << s.name;
+  }
+  EXPECT_EQ(SmallestCaseChain().row_tiles, 4 * 2);
+  EXPECT_EQ(BatchOf32Chain().row_tiles, 32 * 2);
+}
 
 TEST(StreamHold, OutlastsTheHostsEnqueueing) {
   // The hold must exceed what the host spends per timed call, with margin.

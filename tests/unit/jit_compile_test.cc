@@ -265,7 +265,8 @@ TEST(JitCompile, SixtyFourRowWgmmaShapesCompileForSm90a) {
 }
 
 // MLAJIT_TIMELINE (kernel_templates/mla_timeline.cuh): the warp-specialised
-// kernel with its stamps compiled in still issues its wgmmas unserialized
+// kernel with its stamps compiled in still issues its wgmmas unserialized, the
+// swap-AB one compiles without spills,
 // (the stamps are predicated stores, not branches), and the define is a
 // compile option, so the binary has a key of its own. A value that is not a
 // launch number is refused by name before anything is compiled.
@@ -287,6 +288,11 @@ TEST(JitCompile, TimelineBuildsKeepTheirWgmmasAndKeys) {
     EXPECT_THAT(plain->options, Not(Contains(HasSubstr("MLA_TIMELINE"))));
     EXPECT_NE(stamped->key.Hex(), plain->key.Hex());
     ExpectCompiles(**kc, spec);
+    // The swap-AB path (16-row tiles, q_len 1) stamps its tiles and items too.
+    const plan::TileShape swap = plan::ChooseTiles("sm_90a", 16, KvFormat::kFp8E4m3);
+    ASSERT_EQ(swap.block_m, 16);
+    ExpectCompiles(**kc, Sm90aSpec(16, 1, KvFormat::kFp8E4m3, QMode::kBf16, 0, swap),
+                   /*no_spills=*/true);
   }
   for (const char* bad : {"0", "-3", "soon"}) {
     ScopedEnv env("MLAJIT_TIMELINE", bad);

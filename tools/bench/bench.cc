@@ -20,7 +20,8 @@
 // compile, warm disk load) are measured separately, never mixed in. With
 // --launch-floor, empty kernels launched as a call's one, two or three
 // kernels are timed the same way first (launch_floor.h): the least a call
-// can take on this device.
+// can take on this device; and so are two small split cases' chains of
+// dependent memory accesses with no arithmetic (chain_floor.h).
 //
 // Two figures about launch overhead sit next to the device times:
 //  - graph_us: one call captured into a graph, replayed --runs times back to
@@ -60,6 +61,7 @@
 #include "tools/bench/custom_case.h"
 #include "tools/bench/device_timing.h"
 #include "tools/bench/gpu_clocks.h"
+#include "tools/bench/chain_floor.h"
 #include "tools/bench/launch_floor.h"
 #include "tools/bench/schedule_report.h"
 #include "tools/bench/step_graph.h"
@@ -511,7 +513,8 @@ int Main(int argc, char** argv) {
           "                                before its timed calls; default 200)\n"
           "                    [--launch-floor]  (also time empty kernels launched as a call's\n"
           "                                one, two or three kernels are: the least a call\n"
-          "                                can take here)\n"
+          "                                can take here; and the dependent loads and stores\n"
+          "                                of two small split cases with no arithmetic)\n"
           "                    [--tune]   (mlajit_tune each case first; the timed plans then\n"
           "                                use the recorded shapes)\n"
           "                    [--step-layers L]   (also: a device-planned step of L decode\n"
@@ -565,6 +568,7 @@ int Main(int argc, char** argv) {
   std::printf("ceilings: bf16 %.0f TFLOP/s, %s\n", ceilings.bf16.value * 1e-12,
               ceilings.bf16.how.c_str());
   std::optional<LaunchFloor> floor;
+  std::vector<ChainFloor> chains;
   if (launch_floor) {
     absl::StatusOr<LaunchFloor> f =
         MeasureLaunchFloor((*h)->backend(), (*h)->device(), warmup_ms, runs);
@@ -575,6 +579,17 @@ int Main(int argc, char** argv) {
     }
     floor = *f;
     std::printf("%s\n", FormatLaunchFloor(*floor).c_str());
+    for (const ChainShape& shape : {SmallestCaseChain(), BatchOf32Chain()}) {
+      absl::StatusOr<ChainFloor> c =
+          MeasureChainFloor((*h)->backend(), (*h)->device(), shape, warmup_ms, runs);
+      if (!c.ok()) {
+        std::fprintf(stderr, "mlajit_bench: chain floor: %s\n",
+                     std::string(c.status().message()).c_str());
+        return 1;
+      }
+      chains.push_back(*c);
+      std::printf("%s\n", FormatChainFloor(*c).c_str());
+    }
   }
   std::unique_ptr<ClockMonitor> clocks = OpenClockMonitor(**h);
   absl::StatusOr<std::unique_ptr<StreamHold>> hold =
@@ -677,6 +692,21 @@ int Main(int argc, char** argv) {
           floor->two_plain_us, floor->three_plain_us, floor->two_burst_plain_us,
           floor->held_one_cta_us, floor->held_full_grid_us, floor->held_two_chained_us,
           floor->held_three_chained_us);
+    }
+    if (!chains.empty()) {
+      out << ",\"chain_floor\":[";
+      for (size_t i = 0; i < chains.size(); ++i) {
+        const ChainFloor& c = chains[i];
+        out << (i ? "," : "")
+            << absl::StrFormat(
+                   "{\"shape\":\"%s\",\"row_tiles\":%d,\"splits\":%d,\"tiles_per_piece\":%d,"
+                   "\"rows\":%d,\"kv_copies\":%d,\"decode_only_us\":%.3f,"
+                   "\"decode_merge_us\":%.3f,\"decode_merge_l2_us\":%.3f}",
+                   c.shape.name, c.shape.row_tiles, c.shape.splits, c.shape.tiles_per_piece,
+                   c.shape.rows, c.kv_copies, c.decode_only_us, c.decode_merge_us,
+                   c.decode_merge_l2_us);
+      }
+      out << "]";
     }
     out << ",\"runs\":" << runs
         << ",\"warmup_ms\":" << warmup_ms << ",\"cases\":[";

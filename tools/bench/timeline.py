@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Per-step medians of a timeline stamped by the warp-specialised 64-row path.
+"""Per-step medians of a timeline stamped by the warp-specialised 64-row path,
+or (--path swap-ab) the steps of each tile and work item of the swap-AB path.
 
 Run a case whose call has a split merge with the stamps compiled in, then
 read its output:
@@ -8,6 +9,8 @@ read its output:
         mlajit_bench --case 32,4,8192,32 > run.txt
     tools/bench/timeline.py run.txt
 
+For a swap-AB case (q_len 1 fp8, e.g. --case 4,1,1024,32), add
+--path swap-ab: its CTAs run few tiles, so every tile is listed.
 kernel_templates/mla_timeline.cuh says what is stamped; the stamps cost a
 few per cent, so time the case without them. Cycles are SM clocks (the
 bench prints the case's clock). Standard library only.
@@ -85,10 +88,79 @@ def warp_offsets(stamps, skip=2):
     return out
 
 
+# The swap-AB path's steps: (name, event it starts at, event it ends at), role 0
+# per tile, role 1 per work item (mla_timeline.cuh's SwapAb events).
+SWAP_AB_TILE_STEPS = [
+    ("barrier before S", 0, 1),
+    ("S", 1, 2),
+    ("softmax, P written", 2, 3),
+    ("P V issued", 3, 4),
+    ("P V drained", 4, 5),
+]
+SWAP_AB_ITEM_STEPS = [
+    ("Q converted, first tiles issued", 0, 1),
+    ("row sums exchanged", 2, 3),
+    ("rows normalised and staged", 3, 4),
+    ("rows stored", 4, 5),
+]
+
+
+def swap_ab_steps(stamps):
+    """Rows (what, cycles) for every stamped tile and work item, in order, with
+    the waits between them: CTA start to the first item, the item's prologue
+    to its first tile's copies landing, a tile's end to the next one's copies,
+    and the last tile to the item's epilogue (tile t of the CTA is matched to
+    items in order, each item's tiles being those stamped before its loop
+    ended)."""
+    def at(tile, role, event):
+        v = stamps.get((tile, role), [None] * 8)
+        return v[event] if event < len(v) else None
+
+    rows = []
+    items = sorted(t for t, r in stamps if r == 1)
+    tiles = sorted(t for t, r in stamps if r == 0)
+    start = at(0, 2, 0)
+    t = 0
+    prev_end = start
+    for i in items:
+        item_start = at(i, 1, 0)
+        if prev_end is not None and item_start is not None:
+            rows.append((f"item {i}: since the CTA start or the last item", item_start - prev_end))
+        loop_done = at(i, 1, 2)
+        before = at(i, 1, 1)
+        name, a, b = SWAP_AB_ITEM_STEPS[0]
+        if item_start is not None and before is not None:
+            rows.append((f"item {i}: {name}", before - item_start))
+        while t < len(tiles) and loop_done is not None and (at(tiles[t], 0, 5) or 0) <= loop_done:
+            k = tiles[t]
+            waited = at(k, 0, 0)
+            if before is not None and waited is not None:
+                rows.append((f"tile {k}: wait for its copies", waited - before))
+            for name, a, b in SWAP_AB_TILE_STEPS:
+                x, y = at(k, 0, a), at(k, 0, b)
+                if x is not None and y is not None:
+                    rows.append((f"tile {k}: {name}", y - x))
+            before = at(k, 0, 5)
+            t += 1
+        if before is not None and loop_done is not None:
+            rows.append((f"item {i}: after its last tile", loop_done - before))
+        for name, a, b in SWAP_AB_ITEM_STEPS[1:]:
+            x, y = at(i, 1, a), at(i, 1, b)
+            if x is not None and y is not None:
+                rows.append((f"item {i}: {name}", y - x))
+        prev_end = at(i, 1, 5)
+    if start is not None and prev_end is not None:
+        rows.append(("CTA start to the last item's stores", prev_end - start))
+    return rows
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("output", help="the stamped run's output, or - for stdin")
     ap.add_argument("--skip", type=int, default=2, help="tiles left out at the start (2)")
+    ap.add_argument("--path", choices=["ws", "swap-ab"], default="ws",
+                    help="the kernel that stamped: the warp-specialised 64-row path (ws) or "
+                         "the swap-AB path")
     args = ap.parse_args(argv)
     text = sys.stdin if args.output == "-" else open(args.output, encoding="utf-8")
     stamps = parse(text)
@@ -96,6 +168,12 @@ def main(argv):
         print("no mla_timeline lines: was the kernel built with MLAJIT_TIMELINE=N, did the "
               "call have a split merge, and did it run N times?", file=sys.stderr)
         return 1
+    if args.path == "swap-ab":
+        print("| step (CTA 0) | cycles |")
+        print("|---|---:|")
+        for name, cycles in swap_ab_steps(stamps):
+            print(f"| {name} | {cycles} |")
+        return 0
     print("| step | median cycles | tiles |")
     print("|---|---:|---:|")
     for name, median, n in step_medians(stamps, args.skip):

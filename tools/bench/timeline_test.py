@@ -64,5 +64,36 @@ class TimelineTest(unittest.TestCase):
         self.assertIn("MLAJIT_TIMELINE", err.getvalue())
 
 
+class SwapAbTimelineTest(unittest.TestCase):
+    def test_every_step_of_one_item_of_two_tiles(self):
+        # CTA start at 0; item 0 starts at 100, Q at 600; tile 0 waited at
+        # 1600 and its events 10, 400, 300, 200, 100 cycles apart; tile 1
+        # waited 50 after tile 0's end; the epilogue 70, 30, 200, 60 apart.
+        t0 = [1600, 1610, 2010, 2310, 2510, 2610]
+        t1 = [2660, 2670, 3070, 3370, 3570, 3670]
+        item = [100, 600, 3740, 3770, 3970, 4030]
+        lines = [
+            "mla_timeline tile 0 role 2: 0 -1 -1 -1 -1 -1 -1 -1",
+            "mla_timeline tile 0 role 0: " + " ".join(map(str, t0)) + " -1 -1",
+            "mla_timeline tile 1 role 0: " + " ".join(map(str, t1)) + " -1 -1",
+            "mla_timeline tile 0 role 1: " + " ".join(map(str, item)) + " -1 -1",
+        ]
+        steps = dict(timeline.swap_ab_steps(timeline.parse(lines)))
+        self.assertEqual(steps["item 0: since the CTA start or the last item"], 100)
+        self.assertEqual(steps["item 0: Q converted, first tiles issued"], 500)
+        self.assertEqual(steps["tile 0: wait for its copies"], 1000)
+        self.assertEqual(steps["tile 0: barrier before S"], 10)
+        self.assertEqual(steps["tile 0: S"], 400)
+        self.assertEqual(steps["tile 0: softmax, P written"], 300)
+        self.assertEqual(steps["tile 0: P V issued"], 200)
+        self.assertEqual(steps["tile 0: P V drained"], 100)
+        self.assertEqual(steps["tile 1: wait for its copies"], 50)
+        self.assertEqual(steps["item 0: after its last tile"], 70)
+        self.assertEqual(steps["item 0: row sums exchanged"], 30)
+        self.assertEqual(steps["item 0: rows normalised and staged"], 200)
+        self.assertEqual(steps["item 0: rows stored"], 60)
+        self.assertEqual(steps["CTA start to the last item's stores"], 4030)
+
+
 if __name__ == "__main__":
     unittest.main()
