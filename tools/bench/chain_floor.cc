@@ -237,7 +237,10 @@ absl::StatusOr<ChainFloor> MeasureChainFloor(gpu::Backend* backend, int device,
       if (!with_merge) return absl::OkStatus();
       void* merge_args[] = {&po_ptr, &pl_ptr, &out_ptr, &row_tiles, &splits, &rows, &counter_ptr};
       gpu::LaunchConfig mc;
-      mc.grid_x = static_cast<unsigned>(row_tiles * rows * 4 / (kBlock / 32));
+      // One wave of resident blocks (4 per SM, as the library sizes its
+      // merge of 128-thread blocks), whose groups stride over the units.
+      mc.grid_x = static_cast<unsigned>(
+          std::min(row_tiles * rows * 4 / static_cast<int>(kBlock / 32), 4 * props.sm_count));
       mc.block_x = kBlock;
       mc.programmatic_dependent = dependent;
       ++launches;
