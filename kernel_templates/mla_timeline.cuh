@@ -64,6 +64,7 @@ enum SwapAbItemEvent {
   kSwSumsShared = 3,    // the row sums exchanged (the epilogue's first barrier)
   kSwRowsStaged = 4,    // normalised rows staged in shared memory (second barrier)
   kSwStoresIssued = 5,  // the rows' global stores issued
+  kSwOwnRowsStaged = 6, // this thread's rows staged (before the barrier of 4)
 };
 enum SwapAbLaunchEvent {
   kSwCtaStart = 0,  // the CTA passed its wait for the previous kernel

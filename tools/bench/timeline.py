@@ -101,6 +101,7 @@ SWAP_AB_ITEM_STEPS = [
     ("Q converted, first tiles issued", 0, 1),
     ("row sums exchanged", 2, 3),
     ("rows normalised and staged", 3, 4),
+    ("  of which thread 0's own stores", 3, 6),
     ("rows stored", 4, 5),
 ]
 
