@@ -149,20 +149,16 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
     FenceProxyAsync();
     SyncMma();  // tile t landed everywhere; everyone is done with tile t-1
     TileStamp(stamps, mla_timeline::kSwTileSynced);
-    // Tile t + STAGES - 1 into the stage of tile t - 1, which everyone is done
-    // with (the barrier above). With e4m3 tiles it goes out once S of tile t
-    // is issued: thread 0's five tensor copies took about 400 cycles before
-    // its warp could issue S, and S waits for all four warps (RESULTS.md v39).
-    auto issue_next_tile = [&] {
-      if (MX) return;
+    // (Issuing these copies after S instead, off warp 0's way to S, took
+    // 200 cycles off S and delayed the loads as much: RESULTS.md v39.)
+    if (!MX) {
       if (t + STAGES - 1 < num_tiles) {
         const int nb = (t + STAGES - 1) % STAGES;
         const bool tma = IssueKvTile(p, s, kv_lo + (t + STAGES - 1) * TILE, kv_hi, nb, sm);
         tma_tiles = (tma_tiles & ~(1u << nb)) | (static_cast<u32>(tma) << nb);
       }
       CpAsyncCommit();
-    };
-    if (!E4M3_TILES) issue_next_tile();
+    }
     const int tile_off = buf * STAGE_BYTES;
 
     // ---- S^T = K Q^T: this warp's 16 tokens x N rows ----
@@ -183,7 +179,6 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
         mla_wgmma_ss::SsE4m3<ELIGIBLE ? NS : 16>(s8, a, q_desc.At(k * Q8_STEP_BYTES), k > 0);
       }
       Commit();
-      issue_next_tile();  // while the tensor cores run S
       Wait<0>();
       TileStamp(stamps, mla_timeline::kSwSDone);
       PinAccumulators(s8);
