@@ -172,11 +172,12 @@ MLA_INLINE long long KvSlotOnPage(const MlaSeqInfo& s, int page, int j) {
                  : static_cast<long long>(page) * P + (j % P);
 }
 
-// Sequence `seq` of the schedule. In a paged layout a sequence whose first page
-// id is negative is a padded slot (engines pad captured batches with -1 page
-// ids): it counts as empty, so it reads no KV and writes zeros and lse -inf.
-MLA_INLINE MlaSeqInfo LoadSeq(const MlaDecodeParams& p, int seq) {
-  MlaSeqInfo s = p.seqs[seq];
+// The sequence of a work item (its copy of seqs[item.seq]). In a paged layout
+// a sequence whose first page id is negative is a padded slot (engines pad
+// captured batches with -1 page ids): it counts as empty, so it reads no KV
+// and writes zeros and lse -inf.
+MLA_INLINE MlaSeqInfo LoadSeq(const MlaDecodeParams& p, const MlaWorkItem& item) {
+  MlaSeqInfo s = item.seq_info;
   if (PAGE_SIZE > 0 && s.kv_len > 0 && p.kv_indices[s.kv_base] < 0) s.kv_len = 0;
   return s;
 }

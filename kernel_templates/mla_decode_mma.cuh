@@ -551,7 +551,7 @@ MLA_INLINE float ConvertQTileToF16(const Smem& sm, float* red) {
 
 MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, const Smem& sm,
                             float q_scale) {
-  const MlaSeqInfo s = LoadSeq(p, item.seq);
+  const MlaSeqInfo s = LoadSeq(p, item);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = warp / COL_SPLITS, c = warp % COL_SPLITS;
   const int rows_total = s.q_len * NUM_HEADS;

@@ -106,7 +106,7 @@ MLA_INLINE void DecodeCta(const MlaDecodeParams& p) {
   const int begin = p.work_indptr[blockIdx.x], end = p.work_indptr[blockIdx.x + 1];
   for (int w = begin; w < end; ++w) {
     const MlaWorkItem item = p.work[w];
-    const MlaSeqInfo s = LoadSeq(p, item.seq);
+    const MlaSeqInfo s = LoadSeq(p, item);
     const int rows = min(BLOCK_M, s.q_len * NUM_HEADS - item.row_start);
     for (int r = 0; r < rows; ++r) {
       ProcessRow(p, item, s, r, sq, ss, sred, q_scale);

@@ -122,7 +122,7 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
     }
     score_scale *= LoadQ(p, s, item.row_start, sm, q_scale);
   }
-  next_seq = LoadSeq(p, next.seq);
+  next_seq = LoadSeq(p, next);
   ItemStamp(stamps, mla_timeline::kSwQLoaded);
   const KAddr k_addr = MakeKAddr(sm.raw, warp, r, quad);
   const VAddr v_addr = MakeVAddr(sm.raw, warp, r, quad);

@@ -430,7 +430,7 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
     }
     score_scale *= LoadQ(p, s, item.row_start, sm, q_scale);
   }
-  next_seq = LoadSeq(p, next.seq);
+  next_seq = LoadSeq(p, next);
   const Desc q_desc = KMajor(sm.q), p_desc = KMajor(sm.p);
 
   for (int t = 0; t < num_tiles; ++t) {

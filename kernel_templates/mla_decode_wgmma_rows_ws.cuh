@@ -606,7 +606,7 @@ MLA_INLINE void DecodeCta(const MlaDecodeParams& p) {
     mla_wgmma::ForEachWorkItem(p, [&](const MlaWorkItem& item, const MlaSeqInfo& seq,
                                       const MlaWorkItem& next, MlaSeqInfo& next_seq) {
       ScorerItem(p, item, seq, sm, q_scale, g);
-      next_seq = LoadSeq(p, next.seq);
+      next_seq = LoadSeq(p, next);
       g += mla_wgmma::RangeOf(item, seq, ROWS).num_tiles;
     });
   } else {
@@ -614,7 +614,7 @@ MLA_INLINE void DecodeCta(const MlaDecodeParams& p) {
     mla_wgmma::ForEachWorkItem(p, [&](const MlaWorkItem& item, const MlaSeqInfo& seq,
                                       const MlaWorkItem& next, MlaSeqInfo& next_seq) {
       AccumulatorItem(p, item, seq, sm, q_scale, g);
-      next_seq = LoadSeq(p, next.seq);
+      next_seq = LoadSeq(p, next);
       g += mla_wgmma::RangeOf(item, seq, ROWS).num_tiles;
     });
     mla_timeline::EndLaunch(WG_THREADS);  // after the item's last barrier: the scorer is done too

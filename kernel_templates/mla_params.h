@@ -9,10 +9,19 @@
 #ifndef MLAJIT_KERNEL_TEMPLATES_MLA_PARAMS_H_
 #define MLAJIT_KERNEL_TEMPLATES_MLA_PARAMS_H_
 
+// Per-sequence layout, resolved by the planner from the indptr arrays.
+struct MlaSeqInfo {
+  int qo_start;  // first query row (token) of the sequence in q / out
+  int q_len;
+  int kv_len;
+  int kv_base;  // flat: first KV slot; paged: first entry in kv_indices
+};
+
 // One unit of work: query rows [row_start, row_start + BLOCK_M) of sequence
 // `seq` (rows are ordered q position major, head minor, as in q's memory) against
-// KV positions [kv_start, kv_end) of that sequence.
-struct MlaWorkItem {
+// KV positions [kv_start, kv_end) of that sequence. 48 bytes, loaded as three
+// 16-byte words.
+struct alignas(16) MlaWorkItem {
   int seq;
   int row_start;
   int kv_start;
@@ -20,14 +29,10 @@ struct MlaWorkItem {
   int partial;  // -1: the item covers the whole sequence; write out / lse directly.
                 // else: slot in partial_o / partial_lse, merged by the combine kernel.
   int reserved[3];
-};
-
-// Per-sequence layout, resolved by the planner from the indptr arrays.
-struct MlaSeqInfo {
-  int qo_start;  // first query row (token) of the sequence in q / out
-  int q_len;
-  int kv_len;
-  int kv_base;  // flat: first KV slot; paged: first entry in kv_indices
+  // seqs[seq], copied in by the planner: a CTA's first item then costs one
+  // dependent round trip before its Q and KV loads, not two (the item, then
+  // its sequence's record; tools/bench/RESULTS.md v39).
+  MlaSeqInfo seq_info;
 };
 
 // A (sequence, row tile) whose KV range was split over several work items.

@@ -175,6 +175,7 @@ MLA_INLINE void BuildPlan(const MlaPlanParams& p) {
                       item.kv_end = kv_end;
                       item.partial = MlaPiecePartial(c, t, p.cuts, p.split);
                       item.reserved[0] = item.reserved[1] = item.reserved[2] = 0;
+                      item.seq_info = p.seqs[item.seq];
                       p.work[w++] = item;
                     });
   }

@@ -364,15 +364,16 @@ MLA_INLINE u32 SplitE4m3x2(float x0, float x1) {
 }
 
 // A CTA's work items in order: process(item, seq, next, next_seq) runs one
-// and fetches the sequence record of `next` (the following item, or the same
-// one at the end) into next_seq, so that the next item does not start with a
-// dependent global round trip.
+// and resolves the sequence record of `next` (the following item, or the same
+// one at the end) into next_seq (LoadSeq: the item's copy; paged layouts read
+// its first page id), so that the next item does not start with a dependent
+// global round trip.
 template <typename Process>
 MLA_INLINE void ForEachWorkItem(const MlaDecodeParams& p, Process&& process) {
   const int begin = p.work_indptr[blockIdx.x], end = p.work_indptr[blockIdx.x + 1];
   if (begin >= end) return;
   MlaWorkItem item = p.work[begin];
-  MlaSeqInfo seq = LoadSeq(p, item.seq);
+  MlaSeqInfo seq = LoadSeq(p, item);
   for (int w = begin; w < end; ++w) {
     const MlaWorkItem next = w + 1 < end ? p.work[w + 1] : item;
     MlaSeqInfo next_seq;

@@ -177,7 +177,7 @@ MLA_INLINE void CopyAndConvertTiles(const MlaDecodeParams& p, const Smem& sm, in
   int g = 0;
   ForEachWorkItem(p, [&](const MlaWorkItem& item, const MlaSeqInfo& s, const MlaWorkItem& next,
                          MlaSeqInfo& next_seq) {
-    next_seq = LoadSeq(p, next.seq);
+    next_seq = LoadSeq(p, next);
     const ItemRange r = RangeOf(item, s);
     // This converter's k-th tile of the item and where its raw copy goes.
     const int t0 = MX_CONVERTERS == 1 ? 0 : (c - g) & 1;

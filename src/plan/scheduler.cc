@@ -184,7 +184,7 @@ absl::StatusOr<Schedule> BuildSchedule(const LayoutView& l, const ScheduleConfig
                       const MlaTile& tile = tiles[t];
                       s.work.push_back(MlaWorkItem{tile.seq, tile.row_start, kv_start, kv_end,
                                                    MlaPiecePartial(c, t, cuts.data(), split.data()),
-                                                   {0, 0, 0}});
+                                                   {0, 0, 0}, s.seqs[tile.seq]});
                       cost += (kv_end - kv_start) + PieceOverhead(tile.rows);
                     });
     s.work_indptr[c + 1] = static_cast<int32_t>(s.work.size());

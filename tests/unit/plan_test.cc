@@ -49,7 +49,8 @@ int Visible(const Layout& l, int b, int row) {
 }
 
 // Every KV position visible to every query row is covered by exactly one work
-// item of the row's tile; the merge bookkeeping matches the items.
+// item of the row's tile, which carries its sequence's record; the merge
+// bookkeeping matches the items.
 void CheckInvariants(const Layout& l, const ScheduleConfig& cfg, const Schedule& s) {
   const int batch = static_cast<int>(l.qo.size()) - 1;
   ASSERT_EQ(s.work_indptr.size(), static_cast<size_t>(cfg.num_ctas + 1));
@@ -64,6 +65,11 @@ void CheckInvariants(const Layout& l, const ScheduleConfig& cfg, const Schedule&
     EXPECT_EQ(w.row_start % cfg.block_m, 0);
     EXPECT_LE(w.kv_start, w.kv_end);
     EXPECT_EQ(w.kv_start % cfg.block_n, 0) << "pieces start on KV tile boundaries";
+    // The item carries its sequence's record (the decode reads it from there).
+    EXPECT_EQ(w.seq_info.qo_start, s.seqs[w.seq].qo_start);
+    EXPECT_EQ(w.seq_info.q_len, s.seqs[w.seq].q_len);
+    EXPECT_EQ(w.seq_info.kv_len, s.seqs[w.seq].kv_len);
+    EXPECT_EQ(w.seq_info.kv_base, s.seqs[w.seq].kv_base);
     ranges[{w.seq, w.row_start}].push_back({w.kv_start, w.kv_end});
     if (w.partial >= 0) {
       EXPECT_TRUE(partial_slots.insert(w.partial).second) << "partial slot used twice";
