@@ -55,6 +55,7 @@ namespace mla_wgmma {
 
 // ---- one work item --------------------------------------------------------
 
+
 // Timeline stamps (mla_timeline.cuh; nothing unless MLA_TIMELINE is set), by
 // thread 0: `stamps` counts the CTA's tiles [0] and work items [1].
 MLA_INLINE void TileStamp(const int (&stamps)[2], int event) {
@@ -352,25 +353,39 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
                                                     : 1.0f;
   const int dim0 = MlaWgmmaOutDimBase(warp, lane);
   float* staged = reinterpret_cast<float*>(sm.raw + (MX ? MxBuffer(g) * STAGE_BYTES : 0));
+  // Every row's sum before any store (the compiler cannot move these loads
+  // above the staging stores, which it cannot prove apart from red), and the
+  // fast division and logarithm: sum is at least 1 (the token that set the
+  // row's maximum has p = 1) and below 2^22, and the rows end in bf16 or f16.
+  // With the IEEE forms the four rows ran as four chains of a load, a
+  // division with its slow-path branch and log2f, about 1500 cycles of the
+  // epilogue (RESULTS.md v39).
+  float inv[ROWS_PER_THREAD], lse[ROWS_PER_THREAD];
+#pragma unroll
+  for (int c = 0; c < ROWS_PER_THREAD; ++c) {
+    const int n = 8 * (c / 2) + 2 * quad + (c % 2);
+    const float sum = sm.red[n] + sm.red[N + n] + sm.red[2 * N + n] + sm.red[3 * N + n];
+    inv[c] = sum > 0.0f ? __fdividef(v_scale, sum) : 0.0f;
+    lse[c] = sum > 0.0f ? (m[c] + __log2f(sum)) * LN2 : NegInf();
+  }
 #pragma unroll
   for (int c = 0; c < ROWS_PER_THREAD; ++c) {
     const int j = c / 2, e = c % 2;
     const int n = 8 * j + 2 * quad + e;
-    const float sum = sm.red[n] + sm.red[N + n] + sm.red[2 * N + n] + sm.red[3 * N + n];
-    const float inv = sum > 0.0f ? v_scale / sum : 0.0f;
-    float4* to = reinterpret_cast<float4*>(staged + n * EPILOGUE_STRIDE + dim0);
+    float* row = staged + n * EPILOGUE_STRIDE;
 #pragma unroll
     for (int b = 0; b < 8; b += 2) {
-      to[b / 2] = make_float4(o[b][4 * j + e] * inv, o[b][4 * j + 2 + e] * inv,
-                              o[b + 1][4 * j + e] * inv, o[b + 1][4 * j + 2 + e] * inv);
+      const float x = inv[c];
+      *reinterpret_cast<float4*>(row + MlaWgmmaStagedChunk(dim0 / 4 + b / 2)) =
+          make_float4(o[b][4 * j + e] * x, o[b][4 * j + 2 + e] * x, o[b + 1][4 * j + e] * x,
+                      o[b + 1][4 * j + 2 + e] * x);
     }
     if (warp == 0 && r == 0) {
-      const float lse = sum > 0.0f ? (m[c] + log2f(sum)) * LN2 : NegInf();
-      const int row = item.row_start + n;
+      const int out_row = item.row_start + n;
       if (item.partial >= 0) {
-        p.partial_lse[item.partial * BLOCK_M + n] = lse;
-      } else if (WRITE_LSE && row < rows_total) {
-        p.lse[static_cast<long long>(s.qo_start) * NUM_HEADS + row] = lse;
+        p.partial_lse[item.partial * BLOCK_M + n] = lse[c];
+      } else if (WRITE_LSE && out_row < rows_total) {
+        p.lse[static_cast<long long>(s.qo_start) * NUM_HEADS + out_row] = lse[c];
       }
     }
   }
@@ -382,9 +397,9 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
     const long long e = static_cast<long long>(item.partial) * BLOCK_M * HEAD_DIM_V;
 #pragma unroll 4
     for (int n = 0; n < N; ++n) {
-      StorePartial4(
-          p.partial_o, e + n * HEAD_DIM_V + 4 * threadIdx.x,
-          *reinterpret_cast<const float4*>(staged + n * EPILOGUE_STRIDE + 4 * threadIdx.x));
+      StorePartial4(p.partial_o, e + n * HEAD_DIM_V + 4 * threadIdx.x,
+                    *reinterpret_cast<const float4*>(staged + n * EPILOGUE_STRIDE +
+                                                     MlaWgmmaStagedChunk(threadIdx.x)));
     }
   } else {
     // The tile's rows below rows_total are consecutive rows of out: two rows of
@@ -396,9 +411,9 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
 #pragma unroll 4
     for (int n = half; n < N; n += 2) {
       if (n >= rows) break;
-      const float* from = staged + n * EPILOGUE_STRIDE + d8;
-      const float4 a = *reinterpret_cast<const float4*>(from);
-      const float4 b = *reinterpret_cast<const float4*>(from + 4);
+      const float* from = staged + n * EPILOGUE_STRIDE;
+      const float4 a = *reinterpret_cast<const float4*>(from + MlaWgmmaStagedChunk(d8 / 4));
+      const float4 b = *reinterpret_cast<const float4*>(from + MlaWgmmaStagedChunk(d8 / 4 + 1));
       *reinterpret_cast<uint4*>(out + n * HEAD_DIM_V + d8) =
           make_uint4(PackBf16x2(a.x, a.y), PackBf16x2(a.z, a.w), PackBf16x2(b.x, b.y),
                      PackBf16x2(b.z, b.w));

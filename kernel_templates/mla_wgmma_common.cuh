@@ -64,8 +64,10 @@ constexpr float Q_LO_WEIGHT = 1.0f / 16.0f;
 // (MlaKvTensorMapsEligible; mla_wgmma_tma.cuh).
 constexpr bool KV_TMA = MlaKvTensorMapsEligible(KV_FORMAT, BLOCK_M, BLOCK_N, NUM_WARPS, PAGE_SIZE);
 // Floats per row of the epilogue's staged output (in the KV stages): 512 and
-// 4 more, so that the rows' 16-byte writes spread over the banks.
-constexpr int EPILOGUE_STRIDE = HEAD_DIM_V + 4;
+// 4 more, so that the rows' 16-byte writes spread over the banks (with
+// MlaWgmmaStagedChunk, mla_wgmma_layout.h).
+constexpr int EPILOGUE_STRIDE = kMlaWgmmaEpilogueStride;
+static_assert(EPILOGUE_STRIDE == HEAD_DIM_V + 4, "a row of 512 values and 4 more");
 
 // The kernel runs this path only for shapes MlaWgmmaEligible accepts (one
 // warpgroup, 64-token tiles, 16 or 32 rows); the file is

@@ -131,6 +131,17 @@ MLA_HOST_DEVICE constexpr int MlaWgmmaOutDimBase(int warp, int lane) {
   return warp * 128 + (lane >> 2) * 16;
 }
 
+// The epilogue stages its normalised rows in fp32, kMlaWgmmaEpilogueStride
+// words apart, and 16-byte chunk q of a row (dims 4q .. 4q + 3) at word
+// MlaWgmmaStagedChunk(q): chunks swap in pairs where bit 2 of q is set. A
+// thread writes chunks q = dims / 4 of its rows n = 8 j + 2 quad + e; in each
+// phase of a 16-byte store (8 lanes: quad 0..3, r even and odd) the rows put
+// quad 8 words apart and r puts 16 apart, so without the swap odd r lands on
+// the banks of quad + 2; the swap moves odd r by 4 words instead. Readers, 8
+// lanes on 8 consecutive chunks, read them permuted, also conflict-free.
+constexpr int kMlaWgmmaEpilogueStride = 512 + 4;
+MLA_HOST_DEVICE constexpr int MlaWgmmaStagedChunk(int q) { return 4 * (q ^ ((q >> 2) & 1)); }
+
 // =============================================================================
 // The warp-specialised 64-row path (mla_decode_wgmma_rows_ws.cuh): fp8 stages
 // as above, P V as O^T += V^T P^T with V^T in registers

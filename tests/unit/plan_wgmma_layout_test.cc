@@ -279,6 +279,58 @@ TEST(WgmmaLayout, QOffsetSplitsIntoThreadBaseAndConstant) {
   }
 }
 
+// The epilogue's staging: every chunk of a row has its own place, and each
+// phase of 8 lanes of a 16-byte store or load touches 8 different groups of 4
+// banks (rows kMlaWgmmaEpilogueStride words apart; 16 or 32 rows).
+TEST(WgmmaLayout, StagedChunksArePlacedOnceAndWithoutBankConflicts) {
+  std::set<int> places;
+  for (int q = 0; q < 128; ++q) {
+    const int w = MlaWgmmaStagedChunk(q);
+    EXPECT_EQ(w % 4, 0);
+    EXPECT_GE(w, 0);
+    EXPECT_LT(w, 512);
+    places.insert(w);
+  }
+  EXPECT_EQ(places.size(), 128u);
+  auto group = [](int row, int chunk) {
+    return ((row * kMlaWgmmaEpilogueStride + MlaWgmmaStagedChunk(chunk)) / 4) % 8;
+  };
+  // Stores: warp w, lane 4 r + quad writes chunk OutDimBase / 4 + k of row
+  // 8 j + 2 quad + e, one instruction per (j, e, k).
+  for (int rows : {16, 32}) {
+    for (int warp = 0; warp < kWarps; ++warp) {
+      for (int j = 0; j < rows / 8; ++j) {
+        for (int e = 0; e < 2; ++e) {
+          for (int k = 0; k < 4; ++k) {
+            for (int phase = 0; phase < 4; ++phase) {
+              std::set<int> groups;
+              for (int lane = 8 * phase; lane < 8 * phase + 8; ++lane) {
+                const int n = 8 * j + 2 * (lane & 3) + e;
+                groups.insert(group(n, MlaWgmmaOutDimBase(warp, lane) / 4 + k));
+              }
+              EXPECT_EQ(groups.size(), 8u) << "rows " << rows << " warp " << warp << " j " << j
+                                           << " e " << e << " k " << k << " phase " << phase;
+            }
+          }
+        }
+      }
+    }
+  }
+  // Loads: thread t reads chunk t (partials), or chunks 2 (t % 64) and one more
+  // (the output rows), of one row.
+  for (int first = 0; first < 128; first += 8) {
+    std::set<int> partial, out_a, out_b;
+    for (int t = first; t < first + 8; ++t) {
+      partial.insert(group(5, t));
+      out_a.insert(group(5, 2 * (t % 64)));
+      out_b.insert(group(5, 2 * (t % 64) + 1));
+    }
+    EXPECT_EQ(partial.size(), 8u) << first;
+    EXPECT_EQ(out_a.size(), 4u) << first;  // 8 lanes, 2 chunks apart: 4 groups twice,
+    EXPECT_EQ(out_b.size(), 4u) << first;  // as without the swap (two wavefronts of 8)
+  }
+}
+
 TEST(WgmmaLayout, OutputDimsAreAPermutationWithConsecutiveDimsPerThread) {
   std::set<int> dims;
   for (int b = 0; b < 8; ++b) {
