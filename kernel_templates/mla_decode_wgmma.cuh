@@ -55,7 +55,6 @@ namespace mla_wgmma {
 
 // ---- one work item --------------------------------------------------------
 
-
 // Timeline stamps (mla_timeline.cuh; nothing unless MLA_TIMELINE is set), by
 // thread 0: `stamps` counts the CTA's tiles [0] and work items [1].
 MLA_INLINE void TileStamp(const int (&stamps)[2], int event) {
