@@ -1,7 +1,9 @@
 #include "tools/bench/bench_kernel.h"
 
 #include <cstdint>
+#include <cstdlib>
 
+#include "absl/strings/str_format.h"
 #include "src/base/status_macros.h"
 
 namespace mlajit::bench {
@@ -14,6 +16,24 @@ absl::StatusOr<jit::CompiledBinary> CompileBenchKernel(const std::string& name, 
   rendered.program_name = name + ".cu";
   rendered.source = source;
   return compiler->Compile(rendered, compiler->Options(arch), arch);
+}
+
+bool DependentLaunchOn(const gpu::DeviceProperties& props) {
+  return props.vendor == gpu::Vendor::kNvidia && props.arch.rfind("sm_", 0) == 0 &&
+         std::atoi(props.arch.c_str() + 3) >= 90;
+}
+
+absl::Status CheckLaunchCount(gpu::Backend* backend, int device, gpu::StreamHandle stream,
+                              gpu::DevicePtr counter, uint64_t launches, const char* what) {
+  uint32_t got = 0;
+  MLAJIT_RETURN_IF_ERROR(backend->MemcpyDtoH(device, &got, counter, 4, stream));
+  MLAJIT_RETURN_IF_ERROR(backend->StreamSynchronize(device, stream));
+  if (got != static_cast<uint32_t>(launches)) {
+    return absl::InternalError(
+        absl::StrFormat("%s: the kernels counted %u launches of %u: some did not run", what, got,
+                        static_cast<uint32_t>(launches)));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<BenchKernel>> BenchKernel::Load(gpu::Backend* backend, int device,

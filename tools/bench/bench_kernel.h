@@ -7,6 +7,7 @@
 #ifndef MLAJIT_TOOLS_BENCH_BENCH_KERNEL_H_
 #define MLAJIT_TOOLS_BENCH_BENCH_KERNEL_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -20,6 +21,17 @@ namespace mlajit::bench {
 // entry point is `name`.
 absl::StatusOr<jit::CompiledBinary> CompileBenchKernel(const std::string& name, const char* source,
                                                        const std::string& arch);
+
+// Whether kernels on a device with `props` can be launched as programmatic
+// dependents (CUDA sm_90 and later; the bench's kernels then run
+// griddepcontrol as the library's do).
+bool DependentLaunchOn(const gpu::DeviceProperties& props);
+
+// Once `stream` is idle: the 32-bit counter at `counter`, which the bench's
+// kernels bump once per launch, must equal `launches`, or an InternalError
+// names `what` and both counts (some launch did not run).
+absl::Status CheckLaunchCount(gpu::Backend* backend, int device, gpu::StreamHandle stream,
+                              gpu::DevicePtr counter, uint64_t launches, const char* what);
 
 class BenchKernel {
  public:

@@ -1,7 +1,6 @@
 #include "tools/bench/chain_floor.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -56,7 +55,8 @@ __device__ __forceinline__ void CopiesLanded() {
 
 __device__ __forceinline__ float HalfBits(unsigned h) {  // f16 -> f32, normal numbers and zero
   const unsigned e = (h >> 10) & 31u;
-  const unsigned bits = ((h & 0x8000u) << 16) | (e == 0 ? 0u : ((e + 112u) << 23) | ((h & 0x3ffu) << 13));
+  const unsigned magnitude = e == 0 ? 0u : ((e + 112u) << 23) | ((h & 0x3ffu) << 13);
+  const unsigned bits = ((h & 0x8000u) << 16) | magnitude;
   return __uint_as_float(bits);
 }
 
@@ -130,11 +130,11 @@ extern "C" __global__ void mlajit_chain_merge(const Pair* partial_o, const float
 }
 )";
 
-constexpr unsigned kBlock = 128;       // the swap-AB decode's CTA, and the merge's
-constexpr int kTokenBytes = 576;       // fp8 KV
-constexpr int kQRowBytes = 576 * 2;    // bf16 Q
+constexpr unsigned kBlock = 128;     // the swap-AB decode's CTA, and the merge's
+constexpr int kTokenBytes = 576;     // fp8 KV
+constexpr int kQRowBytes = 576 * 2;  // bf16 Q
 constexpr int kTileTokens = 64;
-constexpr int kRowsPerSequence = 32;   // 32 heads, q_len 1
+constexpr int kRowsPerSequence = 32;  // 32 heads, q_len 1
 constexpr double kHoldUs = 30;
 constexpr uint64_t kRotatedKvBytes = uint64_t{160} << 20;  // larger than the H200's 50 MB L2
 
@@ -155,12 +155,12 @@ absl::StatusOr<ChainFloor> MeasureChainFloor(gpu::Backend* backend, int device,
         shape.name, shape.row_tiles, shape.splits, shape.tiles_per_piece, shape.rows));
   }
   MLAJIT_ASSIGN_OR_RETURN(gpu::DeviceProperties props, backend->GetDeviceProperties(device));
-  MLAJIT_ASSIGN_OR_RETURN(std::unique_ptr<BenchKernel> decode,
-                          BenchKernel::Load(backend, device, "mlajit_chain_decode",
-                                            kChainFloorSource));
-  MLAJIT_ASSIGN_OR_RETURN(std::unique_ptr<BenchKernel> merge,
-                          BenchKernel::Load(backend, device, "mlajit_chain_merge",
-                                            kChainFloorSource));
+  MLAJIT_ASSIGN_OR_RETURN(
+      std::unique_ptr<BenchKernel> decode,
+      BenchKernel::Load(backend, device, "mlajit_chain_decode", kChainFloorSource));
+  MLAJIT_ASSIGN_OR_RETURN(
+      std::unique_ptr<BenchKernel> merge,
+      BenchKernel::Load(backend, device, "mlajit_chain_merge", kChainFloorSource));
   ChainFloor f;
   f.shape = shape;
   const ChainShape& sh = f.shape;
@@ -187,37 +187,35 @@ absl::StatusOr<ChainFloor> MeasureChainFloor(gpu::Backend* backend, int device,
   }
   using harness::DeviceBuffer;
   const uint64_t partial_bytes = static_cast<uint64_t>(active) * sh.rows * 512 * 2;
-  MLAJIT_ASSIGN_OR_RETURN(DeviceBuffer kv, DeviceBuffer::Allocate(backend, device,
-                                                                  kv_bytes * f.kv_copies));
-  MLAJIT_ASSIGN_OR_RETURN(DeviceBuffer q, DeviceBuffer::Allocate(
-                                              backend, device,
-                                              static_cast<uint64_t>(sh.row_tiles) * q_words * 16));
+  MLAJIT_ASSIGN_OR_RETURN(DeviceBuffer kv,
+                          DeviceBuffer::Allocate(backend, device, kv_bytes * f.kv_copies));
+  MLAJIT_ASSIGN_OR_RETURN(
+      DeviceBuffer q,
+      DeviceBuffer::Allocate(backend, device, static_cast<uint64_t>(sh.row_tiles) * q_words * 16));
   MLAJIT_ASSIGN_OR_RETURN(DeviceBuffer rec,
                           DeviceBuffer::Allocate(backend, device, records.size() * sizeof(Record)));
   MLAJIT_ASSIGN_OR_RETURN(DeviceBuffer partial_o,
                           DeviceBuffer::Allocate(backend, device, partial_bytes));
-  MLAJIT_ASSIGN_OR_RETURN(DeviceBuffer partial_lse,
-                          DeviceBuffer::Allocate(backend, device,
-                                                 static_cast<uint64_t>(active) * sh.rows * 4));
-  MLAJIT_ASSIGN_OR_RETURN(DeviceBuffer out,
-                          DeviceBuffer::Allocate(backend, device,
-                                                 static_cast<uint64_t>(sh.row_tiles) * sh.rows *
-                                                     512 * 2));
+  MLAJIT_ASSIGN_OR_RETURN(
+      DeviceBuffer partial_lse,
+      DeviceBuffer::Allocate(backend, device, static_cast<uint64_t>(active) * sh.rows * 4));
+  MLAJIT_ASSIGN_OR_RETURN(
+      DeviceBuffer out,
+      DeviceBuffer::Allocate(backend, device,
+                             static_cast<uint64_t>(sh.row_tiles) * sh.rows * 512 * 2));
   MLAJIT_ASSIGN_OR_RETURN(DeviceBuffer counter, DeviceBuffer::Allocate(backend, device, 4));
   gpu::ScopedStream stream(backend, device);
   MLAJIT_RETURN_IF_ERROR(stream.Create());
   // f16 and bf16 zeros everywhere: the merge's arithmetic stays finite.
-  MLAJIT_RETURN_IF_ERROR(backend->MemsetD8(device, kv.ptr(), 0, kv_bytes * f.kv_copies,
-                                           stream.get()));
-  MLAJIT_RETURN_IF_ERROR(backend->MemsetD8(device, q.ptr(), 0,
-                                           static_cast<uint64_t>(sh.row_tiles) * q_words * 16,
-                                           stream.get()));
+  MLAJIT_RETURN_IF_ERROR(
+      backend->MemsetD8(device, kv.ptr(), 0, kv_bytes * f.kv_copies, stream.get()));
+  MLAJIT_RETURN_IF_ERROR(backend->MemsetD8(
+      device, q.ptr(), 0, static_cast<uint64_t>(sh.row_tiles) * q_words * 16, stream.get()));
   MLAJIT_RETURN_IF_ERROR(backend->MemsetD8(device, counter.ptr(), 0, 4, stream.get()));
   MLAJIT_RETURN_IF_ERROR(backend->MemcpyHtoD(device, rec.ptr(), records.data(),
                                              records.size() * sizeof(Record), stream.get()));
 
-  const bool dependent = props.vendor == gpu::Vendor::kNvidia &&
-                         props.arch.rfind("sm_", 0) == 0 && std::atoi(props.arch.c_str() + 3) >= 90;
+  const bool dependent = DependentLaunchOn(props);
   uint64_t launches = 0;
   gpu::DevicePtr rec_ptr = rec.ptr(), q_ptr = q.ptr(), po_ptr = partial_o.ptr(),
                  pl_ptr = partial_lse.ptr(), out_ptr = out.ptr(), counter_ptr = counter.ptr();
@@ -226,8 +224,8 @@ absl::StatusOr<ChainFloor> MeasureChainFloor(gpu::Backend* backend, int device,
   auto call = [&](int copies, bool with_merge) {
     return [&, copies, with_merge](int i) -> absl::Status {
       gpu::DevicePtr kv_ptr = kv.ptr() + static_cast<uint64_t>(i % copies) * kv_bytes;
-      void* decode_args[] = {&rec_ptr, &kv_ptr, &q_ptr, &po_ptr, &pl_ptr,
-                             &active_ctas, &q_w, &kv_w, &rows, &counter_ptr};
+      void* decode_args[] = {&rec_ptr,     &kv_ptr, &q_ptr, &po_ptr, &pl_ptr,
+                             &active_ctas, &q_w,    &kv_w,  &rows,   &counter_ptr};
       gpu::LaunchConfig dc;
       dc.grid_x = 2 * static_cast<unsigned>(props.sm_count);  // as the schedule's grid
       dc.block_x = kBlock;
@@ -259,14 +257,8 @@ absl::StatusOr<ChainFloor> MeasureChainFloor(gpu::Backend* backend, int device,
   MLAJIT_ASSIGN_OR_RETURN(f.decode_merge_us, median_us(call(f.kv_copies, true)));
   MLAJIT_ASSIGN_OR_RETURN(f.decode_merge_l2_us, median_us(call(1, true)));
 
-  uint32_t got = 0;
-  MLAJIT_RETURN_IF_ERROR(backend->MemcpyDtoH(device, &got, counter.ptr(), 4, stream.get()));
-  MLAJIT_RETURN_IF_ERROR(backend->StreamSynchronize(device, stream.get()));
-  if (got != static_cast<uint32_t>(launches)) {
-    return absl::InternalError(
-        absl::StrFormat("chain floor: the kernels counted %u launches of %u: some did not run",
-                        got, static_cast<uint32_t>(launches)));
-  }
+  MLAJIT_RETURN_IF_ERROR(
+      CheckLaunchCount(backend, device, stream.get(), counter.ptr(), launches, "chain floor"));
   return f;
 }
 
@@ -275,8 +267,8 @@ std::string FormatChainFloor(const ChainFloor& f) {
       "chain floor (the data flow of %s with no arithmetic: %d row tiles x %d "
       "pieces of %d KV tiles, %d rows; held medians): decode alone %.2f us, decode + merge "
       "%.2f us (KV rotated over %d buffers), %.2f us (KV in L2)",
-      f.shape.name, f.shape.row_tiles, f.shape.splits, f.shape.tiles_per_piece, f.shape.rows, f.decode_only_us,
-      f.decode_merge_us, f.kv_copies, f.decode_merge_l2_us);
+      f.shape.name, f.shape.row_tiles, f.shape.splits, f.shape.tiles_per_piece, f.shape.rows,
+      f.decode_only_us, f.decode_merge_us, f.kv_copies, f.decode_merge_l2_us);
 }
 
 }  // namespace mlajit::bench

@@ -1,7 +1,6 @@
 #include "tools/bench/launch_floor.h"
 
 #include <cstdint>
-#include <cstdlib>
 #include <memory>
 
 #include "absl/strings/str_format.h"
@@ -52,8 +51,7 @@ absl::StatusOr<LaunchFloor> MeasureLaunchFloor(gpu::Backend* backend, int device
   LaunchFloor f;
   f.grid = 2 * props.sm_count;
   // sm_90+ (the kernel's griddepcontrol); elsewhere the flag is ignored.
-  f.dependent_launch = props.vendor == gpu::Vendor::kNvidia && props.arch.rfind("sm_", 0) == 0 &&
-                       std::atoi(props.arch.c_str() + 3) >= 90;
+  f.dependent_launch = DependentLaunchOn(props);
   uint64_t launches = 0;
   auto launch = [&](unsigned grid, bool dependent) {
     gpu::LaunchConfig config;
@@ -106,20 +104,15 @@ absl::StatusOr<LaunchFloor> MeasureLaunchFloor(gpu::Backend* backend, int device
   MLAJIT_ASSIGN_OR_RETURN(double burst_plain_us, median_us(pairs(false)));
   f.two_burst_plain_us = burst_plain_us / kBurstPairs;
 
-  uint32_t got = 0;
-  MLAJIT_RETURN_IF_ERROR(backend->MemcpyDtoH(device, &got, counter.ptr(), 4, stream.get()));
-  MLAJIT_RETURN_IF_ERROR(backend->StreamSynchronize(device, stream.get()));
-  if (got != static_cast<uint32_t>(launches)) {
-    return absl::InternalError(
-        absl::StrFormat("launch floor: the kernels counted %u launches of %u: some did not run",
-                        got, static_cast<uint32_t>(launches)));
-  }
+  MLAJIT_RETURN_IF_ERROR(
+      CheckLaunchCount(backend, device, stream.get(), counter.ptr(), launches, "launch floor"));
   return f;
 }
 
 std::string FormatLaunchFloor(const LaunchFloor& f) {
   return absl::StrFormat(
-      "launch floor (empty kernels, event-timed medians, host-paced): 1 CTA %.2f us, %d CTAs %.2f us, "
+      "launch floor (empty kernels, event-timed medians, host-paced): 1 CTA %.2f us, %d CTAs %.2f "
+      "us, "
       "2 chained %.2f us, 3 chained %.2f us; back to back %.2f us per pair (%s); "
       "in plain stream order: 2 %.2f us, 3 %.2f us, back to back %.2f us per pair; "
       "stream held before each call (device only): 1 CTA %.2f us, %d CTAs %.2f us, "
