@@ -109,6 +109,9 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
     for (int i = 0; i < N / 2; ++i) o[b][i] = 0.0f;
   }
 
+  // Q's loads first: they need only the item (RESULTS.md v40).
+  QRows q_rows;
+  if (num_tiles > 0) q_rows = LoadQRows(p, s, item.row_start);
   if (KV_TMA) FenceProxyAsync();  // the epilogue's staged rows -> tensor copies
   SyncMma();  // the previous item is done with shared memory
   u32 tma_tiles = 0;  // bit b: stage b's tile comes by tensor copies
@@ -120,7 +123,7 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
       }
       CpAsyncCommit();
     }
-    score_scale *= LoadQ(p, s, item.row_start, sm, q_scale);
+    score_scale *= StoreQ(q_rows, sm, q_scale);
   }
   next_seq = LoadSeq(p, next);
   ItemStamp(stamps, mla_timeline::kSwQLoaded);

@@ -52,7 +52,7 @@ constexpr int STEP_BYTES = N * 32;                     // one k16 step of Q^T or
 constexpr int S_SETS = N == 16 ? 4 : 2;
 // fp8 KV: S = K Q^T is an e4m3 wgmma on the tile as stored, both operands in
 // shared memory (mla_wgmma_layout.h), with Q as e4m3 codes: a8's own codes,
-// or bf16 Q as two terms hi + lo / 16 (Q_SPLIT, LoadQ), side by side as 2N
+// or bf16 Q as two terms hi + lo / 16 (Q_SPLIT, StoreQ), side by side as 2N
 // columns of the one product. The two terms hold every bf16 value of the
 // tile exactly from 2^-13 of its largest magnitude up (tests/unit/q_split_test.cc).
 constexpr bool Q_SPLIT = E4M3_TILES && Q_MODE == Q_MODE_BF16;
@@ -372,12 +372,12 @@ MLA_INLINE u32 SplitE4m3x2(float x0, float x1) {
 // global round trip.
 template <typename Process>
 MLA_INLINE void ForEachWorkItem(const MlaDecodeParams& p, Process&& process) {
-  const int begin = p.work_indptr[blockIdx.x], end = p.work_indptr[blockIdx.x + 1];
+  int begin, end;
+  MlaWorkItem item = LoadCtaWork(p, begin, end);
   if (begin >= end) return;
-  MlaWorkItem item = p.work[begin];
   MlaSeqInfo seq = LoadSeq(p, item);
   for (int w = begin; w < end; ++w) {
-    const MlaWorkItem next = w + 1 < end ? p.work[w + 1] : item;
+    const MlaWorkItem next = w + 1 < end ? LoadWorkItem(p.work + w + 1) : item;
     MlaSeqInfo next_seq;
     process(item, seq, next, next_seq);
     item = next;

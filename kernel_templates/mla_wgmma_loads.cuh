@@ -18,10 +18,11 @@ constexpr int V_PITCH = MlaWgmmaVTokenPitch(KV_FORMAT);
 
 // ---- loads ----------------------------------------------------------------
 
-// Q rows [row_start, row_start + N) -> Smem::q: for e4m3 tiles as e4m3 codes
-// (MlaWgmmaQ8Offset; bf16 Q as two terms scaled by a power of two), else as
-// bf16 in the permuted core-matrix layout (MlaWgmmaQOffset). Returns the
-// factor that undoes the scaling in the scores. Block-wide.
+// Q rows [row_start, row_start + N) -> Smem::q in two steps: LoadQRows into
+// registers (needs nothing but the item, so it can go out before the item
+// waits for shared memory and issues its first tiles), then StoreQ: for e4m3
+// tiles as e4m3 codes (MlaWgmmaQ8Offset; bf16 Q as two terms scaled by a power
+// of two), else as bf16 in the permuted core-matrix layout (MlaWgmmaQOffset).
 // Thread (n0 = tid / 8, c8 = tid % 8) takes rows n0 + 16 h and, of each, the
 // 16-byte chunks c8 + 8 i: eight neighbouring threads read 128 contiguous
 // bytes, every load of the thread is in flight at once, and a store lands at
@@ -29,27 +30,37 @@ constexpr int V_PITCH = MlaWgmmaVTokenPitch(KV_FORMAT);
 // way; the CPU layout test checks it). The first version computed the full
 // offset per 4-byte word and rescaled in a second pass over shared memory:
 // ncu counted ~5,000 instructions per warp for it, more than two KV tiles.
-MLA_INLINE float LoadQ(const MlaDecodeParams& p, const MlaSeqInfo& s, int row_start, const Smem& sm,
-                       float q_scale) {
-  constexpr int ROW_SETS = N / 16;             // rows per thread
-  constexpr int CHUNKS = HEAD_DIM_QK / 8 / 8;  // 16-byte chunks per thread and row: 9
+constexpr int Q_ROW_SETS = N / 16;             // rows per thread
+constexpr int Q_CHUNKS = HEAD_DIM_QK / 8 / 8;  // 16-byte chunks per thread and row: 9
+struct QRows {
+  uint4 v[Q_ROW_SETS][Q_CHUNKS];
+};
+MLA_INLINE QRows LoadQRows(const MlaDecodeParams& p, const MlaSeqInfo& s, int row_start) {
   static_assert(NUM_THREADS == 128 && N % 16 == 0, "8 threads per row, 16 rows per pass");
   const int n0 = threadIdx.x >> 3, c8 = threadIdx.x & 7;
   const int rows_total = s.q_len * NUM_HEADS;
   const u16* q = static_cast<const u16*>(p.q) +
                  (static_cast<long long>(s.qo_start) * NUM_HEADS + row_start) * HEAD_DIM_QK +
                  c8 * 8;
-  uint4 v[ROW_SETS][CHUNKS];
+  QRows rows;
 #pragma unroll
-  for (int h = 0; h < ROW_SETS; ++h) {
+  for (int h = 0; h < Q_ROW_SETS; ++h) {
     const int n = n0 + 16 * h;
     const bool valid = row_start + n < rows_total;
 #pragma unroll
-    for (int i = 0; i < CHUNKS; ++i) {
-      v[h][i] = valid ? *reinterpret_cast<const uint4*>(q + n * HEAD_DIM_QK + i * 64)
-                      : make_uint4(0, 0, 0, 0);
+    for (int i = 0; i < Q_CHUNKS; ++i) {
+      rows.v[h][i] = valid ? *reinterpret_cast<const uint4*>(q + n * HEAD_DIM_QK + i * 64)
+                           : make_uint4(0, 0, 0, 0);
     }
   }
+  return rows;
+}
+
+// Returns the factor that undoes Q's scaling in the scores. Block-wide.
+MLA_INLINE float StoreQ(const QRows& rows, const Smem& sm, float q_scale) {
+  constexpr int ROW_SETS = Q_ROW_SETS, CHUNKS = Q_CHUNKS;
+  const int n0 = threadIdx.x >> 3, c8 = threadIdx.x & 7;
+  const auto& v = rows.v;
   // e4m3 tiles: bf16 Q becomes two e4m3 terms scaled into e4m3 range
   // (PowerOfTwoRangeScale, SplitE4m3x2), a8 its codes.
   float up = 1.0f, back = 1.0f;
