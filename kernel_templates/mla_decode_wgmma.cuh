@@ -109,9 +109,14 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
     for (int i = 0; i < N / 2; ++i) o[b][i] = 0.0f;
   }
 
-  // Q's loads first: they need only the item (RESULTS.md v40).
+  // fp8 tiles of 16 rows: Q's loads go out first, before the item waits for
+  // shared memory and issues its first copies (they need only the item).
+  // Holding Q (36 registers a thread for 16 rows, 72 for 32) across the
+  // copies' issue spilled the 32-row kernels and those of bf16 and MXFP4
+  // tiles, which then ran 0.7 to 6 us slower (RESULTS.md v40).
+  constexpr bool Q_FIRST = FP8 && N == 16;
   QRows q_rows;
-  if (num_tiles > 0) q_rows = LoadQRows(p, s, item.row_start);
+  if (Q_FIRST && num_tiles > 0) q_rows = LoadQRows(p, s, item.row_start);
   if (KV_TMA) FenceProxyAsync();  // the epilogue's staged rows -> tensor copies
   SyncMma();  // the previous item is done with shared memory
   u32 tma_tiles = 0;  // bit b: stage b's tile comes by tensor copies
@@ -123,6 +128,7 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
       }
       CpAsyncCommit();
     }
+    if (!Q_FIRST) q_rows = LoadQRows(p, s, item.row_start);
     score_scale *= StoreQ(q_rows, sm, q_scale);
   }
   next_seq = LoadSeq(p, next);

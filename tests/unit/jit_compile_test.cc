@@ -218,7 +218,10 @@ TEST(JitCompile, WarpgroupMmaShapesCompileForSm90a) {
           const plan::TileShape t = plan::ChooseTiles("sm_90a", heads, kv);
           ASSERT_TRUE(plan::RunsWgmmaPath("sm_90a", kv, t.block_m, t.block_n, t.num_warps));
           // 32 rows with 16 heads: two q positions.
-          ExpectCompiles(**kc, Sm90aSpec(heads, heads == 16 ? 2 : 1, kv, q_mode, page_size, t));
+          // Everything in registers but bf16's 32-row tiles of one q position
+          // (which spill a few words).
+          ExpectCompiles(**kc, Sm90aSpec(heads, heads == 16 ? 2 : 1, kv, q_mode, page_size, t),
+                         /*no_spills=*/kv == KvFormat::kFp8E4m3 || heads == 16);
           ++compiled;
         }
       }
