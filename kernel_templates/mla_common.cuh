@@ -182,37 +182,6 @@ MLA_INLINE MlaSeqInfo LoadSeq(const MlaDecodeParams& p, const MlaWorkItem& item)
   return s;
 }
 
-// A work item as three 16-byte loads into registers. (Copied as a struct, the
-// compiler may keep a pointer to it instead and read its fields where they are
-// used; a CTA's first item, from another array, then lands in local memory.)
-MLA_INLINE MlaWorkItem LoadWorkItem(const MlaWorkItem* at) {
-  const uint4* words = reinterpret_cast<const uint4*>(at);
-  const uint4 a = words[0], b = words[1], c = words[2];
-  MlaWorkItem w;
-  w.seq = static_cast<int>(a.x);
-  w.row_start = static_cast<int>(a.y);
-  w.kv_start = static_cast<int>(a.z);
-  w.kv_end = static_cast<int>(a.w);
-  w.partial = static_cast<int>(b.x);
-  w.reserved[0] = static_cast<int>(b.y);
-  w.reserved[1] = static_cast<int>(b.z);
-  w.reserved[2] = static_cast<int>(b.w);
-  w.seq_info.qo_start = static_cast<int>(c.x);
-  w.seq_info.q_len = static_cast<int>(c.y);
-  w.seq_info.kv_len = static_cast<int>(c.z);
-  w.seq_info.kv_base = static_cast<int>(c.w);
-  return w;
-}
-
-// CTA blockIdx.x's work items, work[begin .. end), and its first item (valid
-// when begin < end), read together: the first item comes from first_work, not
-// from work[begin], so that its loads do not wait for the offsets.
-MLA_INLINE MlaWorkItem LoadCtaWork(const MlaDecodeParams& p, int& begin, int& end) {
-  begin = p.work_indptr[blockIdx.x];
-  end = p.work_indptr[blockIdx.x + 1];
-  return LoadWorkItem(p.first_work + blockIdx.x);
-}
-
 // Number of KV positions visible to query row `row` (q position major, head
 // minor) of a sequence: causal row t sees j <= kv_len - q_len + t.
 template <int H, bool CAUSAL_MASK>

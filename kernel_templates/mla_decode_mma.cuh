@@ -814,11 +814,8 @@ MLA_INLINE void DecodeCta(const MlaDecodeParams& p) {
   extern __shared__ __align__(16) u8 mla_smem[];
   const Smem sm = CarveSmem(mla_smem);
   const float q_scale = Q_MODE == Q_MODE_FP8 ? QScaleFromAmax(*p.q_amax) : 1.0f;
-  int begin, end;
-  const MlaWorkItem first = LoadCtaWork(p, begin, end);
-  for (int w = begin; w < end; ++w) {
-    ProcessItem(p, w == begin ? first : LoadWorkItem(p.work + w), sm, q_scale);
-  }
+  const int begin = p.work_indptr[blockIdx.x], end = p.work_indptr[blockIdx.x + 1];
+  for (int w = begin; w < end; ++w) ProcessItem(p, p.work[w], sm, q_scale);
 }
 
 }  // namespace mla_mma

@@ -103,10 +103,9 @@ MLA_INLINE void DecodeCta(const MlaDecodeParams& p) {
   float* ss = sq + HEAD_DIM_QK;       // [TILE]
   float* sred = ss + TILE;            // [NUM_THREADS]
   const float q_scale = Q_MODE == Q_MODE_FP8 ? QScaleFromAmax(*p.q_amax) : 1.0f;
-  int begin, end;
-  const MlaWorkItem first = LoadCtaWork(p, begin, end);
+  const int begin = p.work_indptr[blockIdx.x], end = p.work_indptr[blockIdx.x + 1];
   for (int w = begin; w < end; ++w) {
-    const MlaWorkItem item = w == begin ? first : LoadWorkItem(p.work + w);
+    const MlaWorkItem item = p.work[w];
     const MlaSeqInfo s = LoadSeq(p, item);
     const int rows = min(BLOCK_M, s.q_len * NUM_HEADS - item.row_start);
     for (int r = 0; r < rows; ++r) {

@@ -113,7 +113,7 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
   // shared memory and issues its first copies (they need only the item).
   // Holding Q (36 registers a thread for 16 rows, 72 for 32) across the
   // copies' issue spilled the 32-row kernels and those of bf16 and MXFP4
-  // tiles, which then ran 0.7 to 6 us slower (RESULTS.md v40).
+  // tiles (timed: bf16 0.7 us slower, MXFP4 6 us; RESULTS.md v40).
   constexpr bool Q_FIRST = FP8 && N == 16;
   QRows q_rows;
   if (Q_FIRST && num_tiles > 0) q_rows = LoadQRows(p, s, item.row_start);

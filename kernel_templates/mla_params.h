@@ -58,10 +58,6 @@ struct MlaDecodeParams {
   float* lse;                // [total_q, H] fp32 or null
   const MlaWorkItem* work;   // all work items, grouped by CTA
   const int* work_indptr;    // [num_ctas + 1]: CTA c runs work[work_indptr[c] .. [c+1])
-  // [num_ctas]: CTA c's first item, a copy of work[work_indptr[c]] (zeros for a
-  // CTA without items), so that a CTA reads it beside its offsets instead of
-  // after them: one dependent round trip less before its first loads.
-  const MlaWorkItem* first_work;
   const MlaSeqInfo* seqs;    // [batch]
   float* partial_o;          // [num_partials, BLOCK_M, 512] normalised: fp32, or f16
                              // in its first half for fp8 KV (MLA_F16_PARTIALS)

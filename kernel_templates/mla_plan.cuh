@@ -166,9 +166,6 @@ MLA_INLINE void BuildPlan(const MlaPlanParams& p) {
   __syncthreads();  // also publishes thread 0's split[]
   for (int c = tid; c < num_ctas; c += PLAN_THREADS) {
     int w = p.work_indptr[c];
-    const int first = w;
-    MlaWorkItem none = {};
-    p.first_work[c] = none;  // a CTA without items: its copy is never used
     MlaForEachPiece(p.cuts[c], p.cuts[c + 1], p.tiles, tiles_total,
                     [&](int t, int kv_start, int kv_end) {
                       MlaWorkItem item;
@@ -179,7 +176,6 @@ MLA_INLINE void BuildPlan(const MlaPlanParams& p) {
                       item.partial = MlaPiecePartial(c, t, p.cuts, p.split);
                       item.reserved[0] = item.reserved[1] = item.reserved[2] = 0;
                       item.seq_info = p.seqs[item.seq];
-                      if (w == first) p.first_work[c] = item;
                       p.work[w++] = item;
                     });
   }

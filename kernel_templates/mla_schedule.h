@@ -287,7 +287,6 @@ struct MlaPlanParams {
   const int* kv_lens;    // paged: [batch_size] tokens, or null for full pages
   MlaWorkItem* work;     // [max_tiles + num_ctas]
   int* work_indptr;      // [num_ctas + 1]
-  MlaWorkItem* first_work;  // [num_ctas]: each CTA's first item (MlaDecodeParams)
   MlaSeqInfo* seqs;      // [batch_size]
   MlaCombineItem* combine;  // [num_ctas]
   int* counters;         // [MLA_PLAN_NUM_COUNTERS]

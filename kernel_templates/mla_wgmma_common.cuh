@@ -372,12 +372,12 @@ MLA_INLINE u32 SplitE4m3x2(float x0, float x1) {
 // global round trip.
 template <typename Process>
 MLA_INLINE void ForEachWorkItem(const MlaDecodeParams& p, Process&& process) {
-  int begin, end;
-  MlaWorkItem item = LoadCtaWork(p, begin, end);
+  const int begin = p.work_indptr[blockIdx.x], end = p.work_indptr[blockIdx.x + 1];
   if (begin >= end) return;
+  MlaWorkItem item = p.work[begin];
   MlaSeqInfo seq = LoadSeq(p, item);
   for (int w = begin; w < end; ++w) {
-    const MlaWorkItem next = w + 1 < end ? LoadWorkItem(p.work + w + 1) : item;
+    const MlaWorkItem next = w + 1 < end ? p.work[w + 1] : item;
     MlaSeqInfo next_seq;
     process(item, seq, next, next_seq);
     item = next;

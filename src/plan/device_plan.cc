@@ -1,7 +1,6 @@
 #include "src/plan/device_plan.h"
 
 #include <algorithm>
-#include <vector>
 
 #include "src/base/log.h"
 #include "src/base/mla_types.h"
@@ -18,7 +17,7 @@ absl::StatusOr<std::unique_ptr<DevicePlan>> DevicePlan::Create(gpu::Backend* bac
 }
 
 DevicePlan::~DevicePlan() {
-  for (Buffer* b : {&work_, &work_indptr_, &first_work_, &seqs_, &combine_, &partial_o_, &partial_lse_,
+  for (Buffer* b : {&work_, &work_indptr_, &seqs_, &combine_, &partial_o_, &partial_lse_,
                     &q_amax_, &counters_, &tiles_, &tile_start_, &seq_tile_start_, &cuts_,
                     &split_}) {
     if (b->ptr != 0) {
@@ -50,9 +49,6 @@ absl::Status DevicePlan::Upload(const Schedule& s, int block_m) {
   MLAJIT_RETURN_IF_ERROR(Copy(&work_, s.work.data(), s.work.size() * sizeof(MlaWorkItem)));
   MLAJIT_RETURN_IF_ERROR(
       Copy(&work_indptr_, s.work_indptr.data(), s.work_indptr.size() * sizeof(int32_t)));
-  const std::vector<MlaWorkItem> first_work = CtaFirstItems(s);
-  MLAJIT_RETURN_IF_ERROR(
-      Copy(&first_work_, first_work.data(), first_work.size() * sizeof(MlaWorkItem)));
   MLAJIT_RETURN_IF_ERROR(Copy(&seqs_, s.seqs.data(), s.seqs.size() * sizeof(MlaSeqInfo)));
   MLAJIT_RETURN_IF_ERROR(
       Copy(&combine_, s.combine.data(), s.combine.size() * sizeof(MlaCombineItem)));
@@ -76,7 +72,6 @@ absl::Status DevicePlan::ReserveForDevicePlanner(int max_batch, int64_t max_tile
   };
   MLAJIT_RETURN_IF_ERROR(reserve(&work_, max_tiles + cuts, sizeof(MlaWorkItem)));
   MLAJIT_RETURN_IF_ERROR(reserve(&work_indptr_, num_ctas + 1, sizeof(int32_t)));
-  MLAJIT_RETURN_IF_ERROR(reserve(&first_work_, num_ctas, sizeof(MlaWorkItem)));
   MLAJIT_RETURN_IF_ERROR(reserve(&seqs_, max_batch, sizeof(MlaSeqInfo)));
   MLAJIT_RETURN_IF_ERROR(reserve(&combine_, num_ctas, sizeof(MlaCombineItem)));
   MLAJIT_RETURN_IF_ERROR(reserve(&partial_o_, 2 * cuts * block_m * kHeadDimV, sizeof(float)));
@@ -99,7 +94,6 @@ absl::Status DevicePlan::ReserveForDevicePlanner(int max_batch, int64_t max_tile
 void DevicePlan::FillPlannerParams(MlaPlanParams* p) const {
   p->work = reinterpret_cast<MlaWorkItem*>(work_.ptr);
   p->work_indptr = reinterpret_cast<int*>(work_indptr_.ptr);
-  p->first_work = reinterpret_cast<MlaWorkItem*>(first_work_.ptr);
   p->seqs = reinterpret_cast<MlaSeqInfo*>(seqs_.ptr);
   p->combine = reinterpret_cast<MlaCombineItem*>(combine_.ptr);
   p->counters = reinterpret_cast<int*>(counters_.ptr);
@@ -124,7 +118,6 @@ absl::Status DevicePlan::ReadCounters(int32_t counters[MLA_PLAN_NUM_COUNTERS],
 void DevicePlan::FillParams(MlaDecodeParams* p) const {
   p->work = reinterpret_cast<const MlaWorkItem*>(work_.ptr);
   p->work_indptr = reinterpret_cast<const int*>(work_indptr_.ptr);
-  p->first_work = reinterpret_cast<const MlaWorkItem*>(first_work_.ptr);
   p->seqs = reinterpret_cast<const MlaSeqInfo*>(seqs_.ptr);
   p->combine = reinterpret_cast<const MlaCombineItem*>(combine_.ptr);
   p->partial_o = reinterpret_cast<float*>(partial_o_.ptr);
@@ -137,7 +130,7 @@ void DevicePlan::FillParams(MlaDecodeParams* p) const {
 
 size_t DevicePlan::device_bytes() const {
   size_t n = 0;
-  for (const Buffer* b : {&work_, &work_indptr_, &first_work_, &seqs_, &combine_, &partial_o_, &partial_lse_,
+  for (const Buffer* b : {&work_, &work_indptr_, &seqs_, &combine_, &partial_o_, &partial_lse_,
                           &q_amax_, &counters_, &tiles_, &tile_start_, &seq_tile_start_, &cuts_,
                           &split_})
     n += b->capacity;

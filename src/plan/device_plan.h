@@ -69,7 +69,7 @@ class DevicePlan {
 
   gpu::Backend* backend_;
   int device_;
-  Buffer work_, work_indptr_, first_work_, seqs_, combine_, partial_o_, partial_lse_, q_amax_;
+  Buffer work_, work_indptr_, seqs_, combine_, partial_o_, partial_lse_, q_amax_;
   // Device planner only: counters and scratch.
   Buffer counters_, tiles_, tile_start_, seq_tile_start_, cuts_, split_;
   int num_combine_ = 0;

@@ -194,14 +194,4 @@ absl::StatusOr<Schedule> BuildSchedule(const LayoutView& l, const ScheduleConfig
   return s;
 }
 
-std::vector<MlaWorkItem> CtaFirstItems(const Schedule& schedule) {
-  const size_t num_ctas = schedule.work_indptr.empty() ? 0 : schedule.work_indptr.size() - 1;
-  std::vector<MlaWorkItem> first(num_ctas, MlaWorkItem{});
-  for (size_t c = 0; c < num_ctas; ++c) {
-    const int32_t begin = schedule.work_indptr[c];
-    if (begin < schedule.work_indptr[c + 1]) first[c] = schedule.work[begin];
-  }
-  return first;
-}
-
 }  // namespace mlajit::plan

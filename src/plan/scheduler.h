@@ -88,10 +88,6 @@ MlaScheduleShape ToShape(const LayoutView& layout, const ScheduleConfig& config)
 
 absl::StatusOr<Schedule> BuildSchedule(const LayoutView& layout, const ScheduleConfig& config);
 
-// Each CTA's first work item (MlaDecodeParams::first_work): work[work_indptr[c]],
-// or a zeroed item for a CTA without items.
-std::vector<MlaWorkItem> CtaFirstItems(const Schedule& schedule);
-
 }  // namespace mlajit::plan
 
 #endif  // MLAJIT_SRC_PLAN_SCHEDULER_H_

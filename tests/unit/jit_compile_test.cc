@@ -227,7 +227,21 @@ TEST(JitCompile, WarpgroupMmaShapesCompileForSm90a) {
       }
     }
   }
-  EXPECT_EQ(compiled, 10);
+  // The 16-row tiles the policy takes for small batches of one q position,
+  // whose fp8 kernels load Q ahead of the item's barrier: nothing spills.
+  for (KvFormat kv : {KvFormat::kFp8E4m3, KvFormat::kBf16}) {
+    for (int page_size : {0, 64}) {
+      plan::TileShape t;
+      t.block_m = 16;
+      t.block_n = 64;
+      t.num_warps = 4;
+      t.num_stages = 2;
+      ASSERT_TRUE(plan::RunsWgmmaPath("sm_90a", kv, t.block_m, t.block_n, t.num_warps));
+      ExpectCompiles(**kc, Sm90aSpec(32, 1, kv, QMode::kBf16, page_size, t), /*no_spills=*/true);
+      ++compiled;
+    }
+  }
+  EXPECT_EQ(compiled, 14);
 }
 
 // The sm_90a 64-row paths, likewise: the policy's (mla_decode_wgmma_rows_ws.cuh
