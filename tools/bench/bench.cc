@@ -14,7 +14,9 @@
 // the device's time alone), the same median host-paced (paced_us: no hold,
 // so small cases add the host's enqueueing), the mean of a back-to-back
 // burst (launch gaps hidden), effective TB/s and TFLOP/s, and the
-// floor: max(bytes / read bandwidth, FLOPs / tensor rate). Both ceilings are
+// floor: max(bytes / read bandwidth, FLOPs / tensor rate), and the floor with
+// each product at the rate the accuracy contract allows (contract_us,
+// roofline.h). Both ceilings are
 // measured at start (ceilings.h: a streaming-read kernel, cublasLt products),
 // or taken from DESIGN.md with --ceilings assumed. First-call costs (cold
 // compile, warm disk load) are measured separately, never mixed in. With
@@ -63,6 +65,7 @@
 #include "tools/bench/gpu_clocks.h"
 #include "tools/bench/chain_floor.h"
 #include "tools/bench/launch_floor.h"
+#include "tools/bench/roofline.h"
 #include "tools/bench/schedule_report.h"
 #include "tools/bench/step_graph.h"
 #include "tools/bench/stream_hold.h"
@@ -147,6 +150,7 @@ struct Result {
   double hold_us = 0;   // the stream hold before each timed call (stream_hold.h)
   double paced_us = 0;  // median of the same calls without the hold: host-paced
   double bytes = 0, flops = 0, floor_us = 0;
+  double contract_floor_us = 0;  // roofline.h
   double rel_err = 0;
   bool passed = false;
   int copies = 1;
@@ -165,9 +169,9 @@ std::string CaseName(const BatchConfig& c) {
                                                                      : "");
 }
 
-// Bytes that must move (KV read once, Q read once, out written once) and the
-// FLOPs of both products over the visible tokens. Products with bf16 KV run at
-// the bf16 rate; fp8 and MXFP4 KV at the fp8 rate.
+// Bytes that must move (KV read once, Q read once, out written once), the
+// FLOPs of both products over the visible tokens, and the floors from them
+// (roofline.h).
 void CountWork(const DeviceBatch& db, const Ceilings& ceilings, Result* r) {
   const reference::Batch& b = db.batch;
   const BatchConfig& c = b.config;
@@ -184,10 +188,15 @@ void CountWork(const DeviceBatch& db, const Ceilings& ceilings, Result* r) {
     }
   }
   const double rows = static_cast<double>(b.total_q()) * c.num_heads;
-  r->bytes = kv_tokens * KvBytesPerToken(c.kv_format) + rows * (kHeadDimQk + kHeadDimV) * 2;
-  r->flops = qk_pairs * 2.0 * (kHeadDimQk + kHeadDimV);
-  const double rate = c.kv_format == KvFormat::kBf16 ? ceilings.bf16.value : ceilings.fp8.value;
-  r->floor_us = std::max(r->bytes / ceilings.read.value, r->flops / rate) * 1e6;
+  CaseWork work;
+  work.bytes = kv_tokens * KvBytesPerToken(c.kv_format) + rows * (kHeadDimQk + kHeadDimV) * 2;
+  work.s_flops = qk_pairs * 2.0 * kHeadDimQk;
+  work.pv_flops = qk_pairs * 2.0 * kHeadDimV;
+  const CaseFloors floors = RooflineFloors(work, c.kv_format, c.q_mode, ceilings);
+  r->bytes = work.bytes;
+  r->flops = work.s_flops + work.pv_flops;
+  r->floor_us = floors.floor_us;
+  r->contract_floor_us = floors.contract_floor_us;
 }
 
 // Device time per replay of a graph holding one mlajit_decode call with `args`,
@@ -620,21 +629,23 @@ int Main(int argc, char** argv) {
                  c.suite.c_str(), CaseName(c.config).c_str(), r->median_us,
                  check && !r->passed ? " (MISMATCH)" : "", r->plan_json.c_str());
   }
-  std::printf("\n%-8s %-30s %9s %9s %9s %9s %9s %9s %8s %8s %9s %7s %9s %3s %7s %7s\n", "suite",
-              "case", "median_us", "min_us", "paced_us", "burst_us", "graph_us", "host_us", "TB/s",
-              "TFLOP/s",
-              "floor_us", "%floor", "rel_err", "ok", "sm_MHz", "slow%");
+  std::printf(
+      "\n%-8s %-30s %9s %9s %9s %9s %9s %9s %8s %8s %9s %7s %11s %9s %9s %3s %7s %7s\n", "suite",
+      "case", "median_us", "min_us", "paced_us", "burst_us", "graph_us", "host_us", "TB/s",
+      "TFLOP/s", "floor_us", "%floor", "contract_us", "%contract", "rel_err", "ok", "sm_MHz",
+      "slow%");
   std::string current;
-  double log_sum = 0, log_floor = 0, log_paced = 0;
+  double log_sum = 0, log_floor = 0, log_contract = 0, log_paced = 0;
   int n = 0;
   auto flush_geomean = [&]() {
     if (n > 0) {
-      std::printf("%-8s %-30s %9.2f %9s %9.2f %9s %9s %9s %8s %8s %9.2f %6.1f%%\n",
-                  current.c_str(), "geomean", std::exp(log_sum / n), "", std::exp(log_paced / n),
-                  "", "", "", "", "", std::exp(log_floor / n),
-                  100 * std::exp(log_floor / n) / std::exp(log_sum / n));
+      const double median = std::exp(log_sum / n), floor = std::exp(log_floor / n);
+      const double contract = std::exp(log_contract / n);
+      std::printf("%-8s %-30s %9.2f %9s %9.2f %9s %9s %9s %8s %8s %9.2f %6.1f%% %11.2f %8.1f%%\n",
+                  current.c_str(), "geomean", median, "", std::exp(log_paced / n), "", "", "", "",
+                  "", floor, 100 * floor / median, contract, 100 * contract / median);
     }
-    log_sum = log_floor = log_paced = 0;
+    log_sum = log_floor = log_contract = log_paced = 0;
     n = 0;
   };
   for (const Result& r : results) {
@@ -648,14 +659,16 @@ int Main(int argc, char** argv) {
     const std::string mhz = k.available ? absl::StrCat(k.sm_mhz_median) : "-";
     const std::string slowed = k.available ? absl::StrFormat("%.0f", 100 * k.slowed) : "-";
     std::printf(
-        "%-8s %-30s %9.2f %9.2f %9.2f %9.2f %9s %9.2f %8.2f %8.1f %9.2f %6.1f%% %9.2e %3s %7s %7s\n",
+        "%-8s %-30s %9.2f %9.2f %9.2f %9.2f %9s %9.2f %8.2f %8.1f %9.2f %6.1f%% %11.2f %8.1f%% "
+        "%9.2e %3s %7s %7s\n",
         r.c.suite.c_str(), CaseName(r.c.config).c_str(), r.median_us, r.min_us, r.paced_us,
-        r.burst_us,
-        graph.c_str(), r.host_us, r.bytes / s * 1e-12, r.flops / s * 1e-12, r.floor_us,
-        100 * r.floor_us / r.median_us, r.rel_err, check ? (r.passed ? "yes" : "NO") : "-",
-        mhz.c_str(), slowed.c_str());
+        r.burst_us, graph.c_str(), r.host_us, r.bytes / s * 1e-12, r.flops / s * 1e-12,
+        r.floor_us, 100 * r.floor_us / r.median_us, r.contract_floor_us,
+        100 * r.contract_floor_us / r.median_us, r.rel_err,
+        check ? (r.passed ? "yes" : "NO") : "-", mhz.c_str(), slowed.c_str());
     log_sum += std::log(r.median_us);
     log_floor += std::log(r.floor_us);
+    log_contract += std::log(r.contract_floor_us);
     log_paced += std::log(r.paced_us);
     ++n;
   }
@@ -718,6 +731,7 @@ int Main(int argc, char** argv) {
           << ",\"hold_us\":" << r.hold_us << ",\"burst_us\":" << r.burst_us
           << ",\"graph_us\":" << r.graph_us << ",\"host_us\":" << r.host_us
           << ",\"bytes\":" << r.bytes << ",\"flops\":" << r.flops << ",\"floor_us\":" << r.floor_us
+          << ",\"contract_floor_us\":" << r.contract_floor_us
           << ",\"rel_err\":" << r.rel_err << ",\"passed\":" << (r.passed ? "true" : "false")
           << ",\"copies\":" << r.copies << ",\"clocks\":" << ClocksJson(r.clocks)
           << ",\"times_us\":["
