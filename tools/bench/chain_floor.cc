@@ -247,11 +247,8 @@ absl::StatusOr<ChainFloor> MeasureChainFloor(gpu::Backend* backend, int device,
   };
   MLAJIT_ASSIGN_OR_RETURN(std::unique_ptr<StreamHold> hold, StreamHold::Load(backend, device));
   const EnqueueCall held = [&](int) { return hold->Enqueue(stream.get(), kHoldUs); };
-  auto median_us = [&](const EnqueueCall& enqueue) -> absl::StatusOr<double> {
-    MLAJIT_RETURN_IF_ERROR(WarmUp(backend, device, stream.get(), enqueue, 20, warmup_ms).status());
-    MLAJIT_ASSIGN_OR_RETURN(double ms,
-                            MedianDeviceMs(backend, device, stream.get(), enqueue, runs, held));
-    return ms * 1e3;
+  auto median_us = [&](const EnqueueCall& enqueue) {
+    return WarmedMedianUs(backend, device, stream.get(), enqueue, runs, warmup_ms, held);
   };
   MLAJIT_ASSIGN_OR_RETURN(f.decode_only_us, median_us(call(f.kv_copies, false)));
   MLAJIT_ASSIGN_OR_RETURN(f.decode_merge_us, median_us(call(f.kv_copies, true)));

@@ -102,4 +102,13 @@ absl::StatusOr<double> MedianDeviceMs(gpu::Backend* backend, int device, gpu::St
   return Median(std::move(ms));
 }
 
+absl::StatusOr<double> WarmedMedianUs(gpu::Backend* backend, int device, gpu::StreamHandle stream,
+                                      const EnqueueCall& enqueue, int runs, double warmup_ms,
+                                      const EnqueueCall& before) {
+  MLAJIT_RETURN_IF_ERROR(WarmUp(backend, device, stream, enqueue, 20, warmup_ms).status());
+  MLAJIT_ASSIGN_OR_RETURN(double ms,
+                          MedianDeviceMs(backend, device, stream, enqueue, runs, before));
+  return ms * 1e3;
+}
+
 }  // namespace mlajit::bench

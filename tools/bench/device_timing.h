@@ -46,6 +46,12 @@ absl::StatusOr<double> MedianDeviceMs(gpu::Backend* backend, int device, gpu::St
                                       const EnqueueCall& enqueue, int runs,
                                       const EnqueueCall& before = nullptr);
 
+// WarmUp (20 calls and `warmup_ms`), then MedianDeviceMs, in microseconds: how
+// the launch and chain floors time each of their kernels.
+absl::StatusOr<double> WarmedMedianUs(gpu::Backend* backend, int device, gpu::StreamHandle stream,
+                                      const EnqueueCall& enqueue, int runs, double warmup_ms,
+                                      const EnqueueCall& before = nullptr);
+
 }  // namespace mlajit::bench
 
 #endif  // MLAJIT_TOOLS_BENCH_DEVICE_TIMING_H_

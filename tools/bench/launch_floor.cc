@@ -71,12 +71,8 @@ absl::StatusOr<LaunchFloor> MeasureLaunchFloor(gpu::Backend* backend, int device
   };
   MLAJIT_ASSIGN_OR_RETURN(std::unique_ptr<StreamHold> hold, StreamHold::Load(backend, device));
   const EnqueueCall held = [&](int) { return hold->Enqueue(stream.get(), kHoldUs); };
-  auto median_us = [&](const EnqueueCall& enqueue,
-                       const EnqueueCall& before = nullptr) -> absl::StatusOr<double> {
-    MLAJIT_RETURN_IF_ERROR(WarmUp(backend, device, stream.get(), enqueue, 20, warmup_ms).status());
-    MLAJIT_ASSIGN_OR_RETURN(double ms,
-                            MedianDeviceMs(backend, device, stream.get(), enqueue, runs, before));
-    return ms * 1e3;
+  auto median_us = [&](const EnqueueCall& enqueue, const EnqueueCall& before = nullptr) {
+    return WarmedMedianUs(backend, device, stream.get(), enqueue, runs, warmup_ms, before);
   };
   const unsigned grid = static_cast<unsigned>(f.grid);
   MLAJIT_ASSIGN_OR_RETURN(f.one_cta_us, median_us(call(1, 1)));
