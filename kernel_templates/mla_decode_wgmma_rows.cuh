@@ -14,6 +14,9 @@
 //
 // A CTA is two warpgroups (256 threads), one CTA per SM (MlaWgmmaRowsSmemBytes),
 // with two operand tiles: tile t is read while tile t + 1 is being written.
+// bf16 work items of 16 tiles or more instead take the seesaw schedule of
+// mla_decode_wgmma_rows_seesaw.cuh (the warpgroups score alternate tiles);
+// what follows is the two-stage schedule, which every other item runs.
 //   warpgroup 0: S = Q K^T (36 k-steps of m64n64k16), the online softmax, and
 //                P and the rows' rescale factors into shared memory
 //   warpgroup 1, meanwhile: fp8 converts tile t + 1, already in registers,
@@ -64,8 +67,8 @@ using mla_wgmma::Commit;
 using mla_wgmma::Desc;
 using mla_wgmma::Fence;
 using mla_wgmma::FenceProxyAsync;
-using mla_wgmma::MaskScores;
 using mla_wgmma::FP8;
+using mla_wgmma::MaskScores;
 using mla_wgmma::PackOperand;  // f16 for fp8 KV, bf16 for bf16 KV
 using mla_wgmma::PinAccumulators;
 using mla_wgmma::SoftmaxRowsToP;
@@ -377,6 +380,9 @@ MLA_INLINE float LoadQ(const MlaDecodeParams& p, const MlaSeqInfo& s, int row_st
 
 // ---- one work item --------------------------------------------------------
 
+MLA_INLINE void StoreRows(const MlaDecodeParams& p, const MlaWorkItem& item, const MlaSeqInfo& s,
+                          const float (&o)[128], const float (&m)[2], const float (&sums)[2]);
+
 // Accumulator layout of m64nN (both S and O): thread (warp w of its
 // warpgroup, lane = 4 r + quad) holds rows 16 w + r (h = 0) and 16 w + r + 8
 // (h = 1), columns 8 j + 2 quad + e, in register 4 j + 2 h + e.
@@ -386,7 +392,6 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int wg = warp >> 2, r = lane >> 2, quad = lane & 3;
   const int row0 = 16 * (warp & 3) + r;  // this thread's rows: row0, row0 + 8
-  const int rows_total = s.q_len * NUM_HEADS;
   static_assert(TILE == mla_wgmma::TILE, "RangeOf counts tiles of 64 tokens");
   const mla_wgmma::ItemRange range = mla_wgmma::RangeOf(item, s, ROWS);
   const int kv_lo = range.kv_lo, kv_hi = range.kv_hi, num_tiles = range.num_tiles;
@@ -534,13 +539,26 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
     }
   }
   __syncthreads();
+  const float sums[2] = {sm.red[row0], sm.red[row0 + 8]};
+  StoreRows(p, item, s, o, m, sums);
+}
+
+// The epilogue of a work item: this thread's rows (row0, row0 + 8) of O,
+// divided by their sums, as output rows or as a partial with its LSE; m is
+// the rows' maximum (log2 units, to within RESCALE_SLACK).
+MLA_INLINE void StoreRows(const MlaDecodeParams& p, const MlaWorkItem& item, const MlaSeqInfo& s,
+                          const float (&o)[128], const float (&m)[2], const float (&sums)[2]) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int wg = warp >> 2, r = lane >> 2, quad = lane & 3;
+  const int row0 = 16 * (warp & 3) + r;
+  const int rows_total = s.q_len * NUM_HEADS;
   // Partials are kept before kv_scale (mla_common.cuh).
   const float v_scale = FP8 && item.partial < 0 ? p.kv_scale : 1.0f;
   const int col0 = wg * 256 + 2 * quad;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int n = row0 + 8 * h;
-    const float sum = sm.red[n];
+    const float sum = sums[h];
     const float inv = sum > 0.0f ? v_scale / sum : 0.0f;
     const int row = item.row_start + n;
     if (item.partial < 0) {
@@ -587,15 +605,28 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
   }
 }
 
+}  // namespace mla_wgmma_rows
+
+#include "mla_decode_wgmma_rows_seesaw.cuh"
+
+namespace mla_wgmma_rows {
+
 MLA_INLINE void DecodeCta(const MlaDecodeParams& p) {
   // The swizzle pattern repeats every 1024 bytes of address: the operand tiles
   // (at multiples of 73728 from the base) need a 1024-byte aligned base.
   extern __shared__ __align__(1024) u8 mla_smem[];
   const Smem sm = CarveSmem(mla_smem);
   const float q_scale = Q_MODE == Q_MODE_FP8 ? QScaleFromAmax(*p.q_amax) : 1.0f;
-  mla_wgmma::ForEachWorkItem(
-      p, [&](const MlaWorkItem& item, const MlaSeqInfo& seq, const MlaWorkItem& next,
-             MlaSeqInfo& next_seq) { ProcessItem(p, item, seq, sm, q_scale, next, next_seq); });
+  mla_wgmma::ForEachWorkItem(p, [&](const MlaWorkItem& item, const MlaSeqInfo& seq,
+                                    const MlaWorkItem& next, MlaSeqInfo& next_seq) {
+    // bf16 items of many tiles take the seesaw; short ones (split pieces)
+    // the two-stage schedule, whose start is shorter (RESULTS.md v41).
+    if (SEESAW && mla_wgmma::RangeOf(item, seq, ROWS).num_tiles >= SEESAW_MIN_TILES) {
+      ProcessItemSeesaw(p, item, seq, sm, q_scale, next, next_seq);
+    } else {
+      ProcessItem(p, item, seq, sm, q_scale, next, next_seq);
+    }
+  });
 }
 
 }  // namespace mla_wgmma_rows

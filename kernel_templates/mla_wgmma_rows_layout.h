@@ -42,6 +42,21 @@ MLA_HOST_DEVICE constexpr int MlaRowsCopyToken(int warp, int lane, int pass) {
   return 32 * pass + 4 * warp + (lane >> 3);
 }
 
+// bf16 tiles on the seesaw schedule (mla_decode_wgmma_rows_seesaw.cuh): each
+// warpgroup copies the blocks it frees, 128 threads a block: pass p (0..3) of
+// warp w (0..3 of its warpgroup) copies token 16 p + 4 w + lane / 8, chunk
+// lane % 8 of each such block, to MlaRowsKvRowOffset(token, lane % 8) + 8192 b.
+MLA_HOST_DEVICE constexpr int MlaRowsSeesawCopyToken(int w, int lane, int pass) {
+  return 16 * pass + 4 * w + (lane >> 3);
+}
+// Whether warpgroup wg copies block b (0..8) into tile buffer `buf` (0, 1):
+// its own V blocks (4 wg .. 4 wg + 3), which only its P V reads, and the rope
+// block, which holds P after S and whose last reader is the warpgroup that
+// did not score the buffer's tiles (warpgroup `buf` scores buffer `buf`).
+MLA_HOST_DEVICE constexpr bool MlaRowsSeesawCopiesBlock(int wg, int buf, int b) {
+  return b == 8 ? wg != buf : b / 4 == wg;
+}
+
 // fp8 (warpgroup 1, warp w = 0..3 of it): the 8 lanes of quarter q = lane / 8
 // take tokens t0 + 16 k (k = 0..3), t0 = 4 w + q, as two pairs
 // (t0 + 32 pair, t0 + 32 pair + 16): the pair's 72 raw 16-byte chunks of

@@ -10,6 +10,8 @@
 //   RsM64N64K16:  D [64 x 64] (+)= A [64 x 16] . B [16 x 64] with A in
 //                 registers (f16) and B K-major: O^T += V^T P^T of the
 //                 warp-specialised 64-row path
+//   RsM64N256K16Bf16: O [64 x 256] (+)= P [64 x 16] . V [16 x 256], P in
+//                 registers (bf16), V MN-major: the seesaw schedule's own P
 // TYPE is the operand type, f16 or bf16. The register lists are spelled out:
 // inline PTX takes one operand per accumulator.
 #ifndef MLAJIT_KERNEL_TEMPLATES_MLA_WGMMA_SS_CUH_
@@ -127,6 +129,22 @@ MLA_INLINE void RsM64N64K16(float (&d)[32], const u32 (&a)[4], Desc b, int accum
       "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {" MLA_WGMMA_SS_REGS_32
       "}, {%32, %33, %34, %35}, db, p, 1, 1, 0;\n}\n"
       : MLA_ACC8(0), MLA_ACC8(8), MLA_ACC8(16), MLA_ACC8(24)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b.lo), "r"(b.hi), "r"(accumulate));
+}
+
+// A from registers (bf16, the fragment layout above), B MN-major through the
+// transpose bit: O [64 x 256] (+)= P [64 x 16] . V [16 x 256] with this
+// warpgroup's own P (the seesaw schedule of mla_decode_wgmma_rows_seesaw.cuh).
+// The registers of `a` are read asynchronously: keep them until the wait.
+MLA_INLINE void RsM64N256K16Bf16(float (&d)[128], const u32 (&a)[4], Desc b, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\n.reg .b64 db;\nsetp.ne.b32 p, %134, 0;\n"
+      "mov.b64 db, {%132, %133};\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {" MLA_WGMMA_SS_REGS_128
+      "}, {%128, %129, %130, %131}, db, p, 1, 1, 1;\n}\n"
+      : MLA_ACC8(0), MLA_ACC8(8), MLA_ACC8(16), MLA_ACC8(24), MLA_ACC8(32), MLA_ACC8(40),
+        MLA_ACC8(48), MLA_ACC8(56), MLA_ACC8(64), MLA_ACC8(72), MLA_ACC8(80), MLA_ACC8(88),
+        MLA_ACC8(96), MLA_ACC8(104), MLA_ACC8(112), MLA_ACC8(120)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b.lo), "r"(b.hi), "r"(accumulate));
 }
 

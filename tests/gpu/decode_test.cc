@@ -124,6 +124,22 @@ TEST_F(GpuDecodeTest, SixtyFourRowTiles) {
   }
 }
 
+TEST_F(GpuDecodeTest, Bf16SeesawEveryTileCount) {
+  // bf16 work items of 16 tiles or more take the seesaw schedule on sm_90a
+  // (tiles in pairs, the last pair possibly one tile, the last tile partial).
+  // 132 row tiles keep each sequence whole on an H200 (one item of 17 or 18
+  // tiles): odd and even tile counts, full and partial last tiles, flat and
+  // in pages of 16, both Q modes, 64 and 128 rows; and causal 96-row
+  // sequences (the second row tile part-filled) split in two pieces of 16
+  // and 17 tiles, merged.
+  for (QMode m : {QMode::kBf16, QMode::kFp8}) {
+    for (Shape sh : {Shape{128, 1, 1025, 66, 0}, Shape{128, 1, 1088, 66, 16},
+                     Shape{16, 4, 1150, 132, 0}, Shape{32, 3, 2100, 33, 0}}) {
+      ExpectMatches(WithShape(KvFormat::kBf16, m, sh));
+    }
+  }
+}
+
 // Runs `c` through its plan against the CPU reference and returns the plan's
 // description (mlajit_plan_describe_json), for tests of which tiles run.
 // `declare_kv_bytes` false: the call gives no kv size (args.kv_bytes 0).

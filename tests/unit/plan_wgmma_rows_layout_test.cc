@@ -123,6 +123,45 @@ TEST(WgmmaRowsLayout, Bf16CopyWritesEveryChunkOnceCoalescedAndConflictFree) {
   EXPECT_EQ(written.size(), static_cast<size_t>(kTokens * kChunks));
 }
 
+// bf16 tiles on the seesaw schedule: for each buffer, the two warpgroups'
+// blocks cover the tile once, and each warpgroup's 128 threads write every
+// chunk of its blocks once, a token's 128 bytes per quarter warp.
+TEST(WgmmaRowsLayout, SeesawCopiesCoverEachBufferOnceCoalescedAndConflictFree) {
+  for (int buf = 0; buf < 2; ++buf) {
+    std::set<std::pair<int, int>> written;
+    for (int b = 0; b < kChunks / 8; ++b) {
+      const int owners = (MlaRowsSeesawCopiesBlock(0, buf, b) ? 1 : 0) +
+                         (MlaRowsSeesawCopiesBlock(1, buf, b) ? 1 : 0);
+      EXPECT_EQ(owners, 1) << "buffer " << buf << " block " << b;
+    }
+    // The rope block (P's place) belongs to the warpgroup that reads P there last.
+    EXPECT_TRUE(MlaRowsSeesawCopiesBlock(1 - buf, buf, 8));
+    for (int wg = 0; wg < 2; ++wg) {
+      for (int b = 0; b < kChunks / 8; ++b) {
+        if (!MlaRowsSeesawCopiesBlock(wg, buf, b)) continue;
+        for (int w = 0; w < 4; ++w) {
+          for (int pass = 0; pass < 4; ++pass) {
+            std::vector<std::pair<int, int>> smem;
+            std::set<int> quarter_tokens[4];
+            for (int lane = 0; lane < 32; ++lane) {
+              const int t = MlaRowsSeesawCopyToken(w, lane, pass), c = lane % 8 + 8 * b;
+              ASSERT_LT(t, kTokens);
+              const int offset = MlaRowsKvRowOffset(t, lane % 8) + 8192 * b;
+              EXPECT_EQ(offset, MlaRowsKvOffset(t, c));
+              EXPECT_TRUE(written.insert({t, c}).second) << "token " << t << " chunk " << c;
+              smem.push_back({lane, offset});
+              quarter_tokens[lane / 8].insert(t);
+            }
+            for (int q = 0; q < 4; ++q) EXPECT_EQ(quarter_tokens[q].size(), 1u);
+            ExpectQuartersConflictFree(smem, "seesaw copy");
+          }
+        }
+      }
+    }
+    EXPECT_EQ(written.size(), static_cast<size_t>(kTokens * kChunks)) << "buffer " << buf;
+  }
+}
+
 // fp8 tiles (warpgroup 1): chunk i of lane c0 in pair `pair` is raw chunk
 // MlaRowsFp8Chunk (16 codes) of token MlaRowsFp8Token(.., pair, MlaRowsFp8Half);
 // it becomes f16 chunks MlaRowsFp8StoreChunk(c0, i, 0 and 1), stored at
