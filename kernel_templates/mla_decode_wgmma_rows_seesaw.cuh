@@ -143,6 +143,32 @@ MLA_INLINE float RaisedMax(float m, float mx) { return mx > m + RESCALE_SLACK ? 
 // What exponents are taken against: 0 while a row has seen nothing (no inf - inf).
 MLA_INLINE float ExpBase(float m) { return m == NegInf() ? 0.0f : m; }
 
+// A warpgroup's rows after the tile it scored: each row's maximum raised by
+// the tile's (mx), published at `out` for the other warpgroup (quad 0), the
+// exponents' base and the factor that takes O and l to the new maximum.
+MLA_INLINE void RaiseAndPublishMax(float (&m)[2], const float (&mx)[2], float* out, int row0,
+                                   int quad, float (&base)[2], float (&a)[2]) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float mn = RaisedMax(m[h], mx[h]);
+    if (quad == 0) out[row0 + 8 * h] = mn;
+    base[h] = ExpBase(mn);
+    a[h] = Exp2(m[h] - base[h]);
+    m[h] = mn;
+  }
+}
+// The other warpgroup's maxima (at `in`) after the tile it scored: the factor
+// that takes O and l to them, and l taken there.
+MLA_INLINE void AdoptMax(float (&m)[2], const float* in, int row0, float (&a)[2], float (&l)[2]) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float mn = in[row0 + 8 * h];
+    a[h] = Exp2(m[h] - ExpBase(mn));
+    m[h] = mn;
+    l[h] *= a[h];
+  }
+}
+
 // P = 2^(s * scale - base) of this thread's rows: bf16 A fragments of the
 // four k16 steps of P V (frag[j / 2][2 (j % 2) + h] holds row h, columns
 // 8 j + 2 quad, + 1), the same values into the chunked P operand at `p`, and
@@ -272,14 +298,7 @@ MLA_INLINE void ProcessItemSeesaw(const MlaDecodeParams& p, const MlaWorkItem& i
       PinAccumulators(sc);
       MaskScores(sc, lim, ja + 2 * quad, ja + TILE > min(lim[0], lim[1]));
       TileMax(sc, score_scale, mx);
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const float mn = RaisedMax(m[h], mx[h]);
-        if (quad == 0) ss.max_a[row0 + 8 * h] = mn;
-        base[h] = ExpBase(mn);
-        a_a[h] = Exp2(m[h] - base[h]);
-        m[h] = mn;
-      }
+      RaiseAndPublishMax(m, mx, ss.max_a, row0, quad, base, a_a);
       BarArrive(BAR_MAX_A);
       SoftmaxSeesaw(sc, score_scale, base, frag, buf_a + 8 * BLOCK_BYTES, row0, quad, sum);
       FenceProxyAsync();  // P_A -> warpgroup 1's wgmma reads
@@ -299,13 +318,7 @@ MLA_INLINE void ProcessItemSeesaw(const MlaDecodeParams& p, const MlaWorkItem& i
       }
       if (has_b) {
         BarWait(BAR_MAX_B);
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const float mn = ss.max_b[row0 + 8 * h];
-          a_b[h] = Exp2(m[h] - ExpBase(mn));
-          m[h] = mn;
-          l[h] *= a_b[h];
-        }
+        AdoptMax(m, ss.max_b, row0, a_b, l);
         RescaleO(o, a_b);
         BarWait(BAR_P_B);
         PvOther(o, buf_b, 0);
@@ -332,23 +345,10 @@ MLA_INLINE void ProcessItemSeesaw(const MlaDecodeParams& p, const MlaWorkItem& i
         TileMax(sc, score_scale, mx);
       }
       BarWait(BAR_MAX_A);
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const float mn = ss.max_a[row0 + 8 * h];
-        a_a[h] = Exp2(m[h] - ExpBase(mn));
-        m[h] = mn;
-        l[h] *= a_a[h];
-      }
+      AdoptMax(m, ss.max_a, row0, a_a, l);
       BarWait(BAR_P_A);
       if (has_b) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const float mn = RaisedMax(m[h], mx[h]);
-          if (quad == 0) ss.max_b[row0 + 8 * h] = mn;
-          base[h] = ExpBase(mn);
-          a_b[h] = Exp2(m[h] - base[h]);
-          m[h] = mn;
-        }
+        RaiseAndPublishMax(m, mx, ss.max_b, row0, quad, base, a_b);
         BarArrive(BAR_MAX_B);
         SoftmaxSeesaw(sc, score_scale, base, frag, buf_b + 8 * BLOCK_BYTES, row0, quad, sum);
         FenceProxyAsync();  // P_B -> warpgroup 0's wgmma reads
