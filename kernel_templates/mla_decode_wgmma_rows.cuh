@@ -617,16 +617,21 @@ MLA_INLINE void DecodeCta(const MlaDecodeParams& p) {
   extern __shared__ __align__(1024) u8 mla_smem[];
   const Smem sm = CarveSmem(mla_smem);
   const float q_scale = Q_MODE == Q_MODE_FP8 ? QScaleFromAmax(*p.q_amax) : 1.0f;
+  mla_timeline::BeginLaunch();  // (the first item starts with a barrier)
+  int seesaw_pairs = 0;         // the timeline's count of the seesaw's pairs
   mla_wgmma::ForEachWorkItem(p, [&](const MlaWorkItem& item, const MlaSeqInfo& seq,
                                     const MlaWorkItem& next, MlaSeqInfo& next_seq) {
     // bf16 items of many tiles take the seesaw; short ones (split pieces)
     // the two-stage schedule, whose start is shorter (RESULTS.md v41).
-    if (SEESAW && mla_wgmma::RangeOf(item, seq, ROWS).num_tiles >= SEESAW_MIN_TILES) {
-      ProcessItemSeesaw(p, item, seq, sm, q_scale, next, next_seq);
+    const int num_tiles = mla_wgmma::RangeOf(item, seq, ROWS).num_tiles;
+    if (SEESAW && num_tiles >= SEESAW_MIN_TILES) {
+      ProcessItemSeesaw(p, item, seq, sm, q_scale, next, next_seq, seesaw_pairs);
+      seesaw_pairs += (num_tiles + 1) / 2;
     } else {
       ProcessItem(p, item, seq, sm, q_scale, next, next_seq);
     }
   });
+  mla_timeline::EndLaunch(0);  // after the last item's closing barrier
 }
 
 }  // namespace mla_wgmma_rows

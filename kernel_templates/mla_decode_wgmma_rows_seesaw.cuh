@@ -107,14 +107,22 @@ MLA_INLINE void CopySeesawBlocks(const MlaDecodeParams& p, const MlaSeqInfo& s, 
   MbarArriveWarp(full);
 }
 
-// S = Q K^T over a tile buffer once both warpgroups' copies landed.
-// Committed, not waited for.
-MLA_INLINE void ScoreSeesaw(float (&sc)[32], Desc q_desc, const u8* tile, u64* full, u32 parity) {
+// Timeline stamps (mla_timeline.cuh; nothing unless MLA_TIMELINE is set):
+// warpgroup wg's thread 0 stamps `event` of the CTA's pair g.
+MLA_INLINE void SeesawStamp(int wg, int g, int event) {
+  mla_timeline::Stamp(wg, wg * 128, g, event);
+}
+
+// S = Q K^T over a tile buffer once both warpgroups' copies landed (stamped
+// as pair g's kSeLanded of warpgroup wg). Committed, not waited for.
+MLA_INLINE void ScoreSeesaw(float (&sc)[32], Desc q_desc, const u8* tile, u64* full, u32 parity,
+                            int wg, int g) {
   const Desc k_desc = KOperand(tile);
   // Both halves before the first step: a wait between the steps of one
   // product makes ptxas serialise every wgmma of the kernel.
   MbarWait(full, parity);
   MbarWait(full + 1, parity);
+  SeesawStamp(wg, g, mla_timeline::kSeLanded);
   FenceProxyAsync();  // cp.async writes -> wgmma reads
   Fence();
 #pragma unroll
@@ -236,9 +244,10 @@ MLA_INLINE void PvOther(float (&o)[128], const u8* tile, int wg) {
   Commit();
 }
 
+// g0: the CTA's seesaw pairs before this item (the timeline's count).
 MLA_INLINE void ProcessItemSeesaw(const MlaDecodeParams& p, const MlaWorkItem& item,
                                   const MlaSeqInfo& s, const Smem& sm, float q_scale,
-                                  const MlaWorkItem& next, MlaSeqInfo& next_seq) {
+                                  const MlaWorkItem& next, MlaSeqInfo& next_seq, int g0) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int wg = warp >> 2, r = lane >> 2, quad = lane & 3;
   const int row0 = 16 * (warp & 3) + r;  // this thread's rows: row0, row0 + 8
@@ -291,18 +300,22 @@ MLA_INLINE void ProcessItemSeesaw(const MlaDecodeParams& p, const MlaWorkItem& i
       const bool has_b = tb < num_tiles;
       const u32 parity = static_cast<u32>(pair & 1);
       const int ja = kv_lo + ta * TILE, jb = ja + TILE;
+      const int g = g0 + pair;
       float mx[2] = {NegInf(), NegInf()}, base[2] = {0.0f, 0.0f};
       float a_a[2] = {1.0f, 1.0f}, a_b[2] = {1.0f, 1.0f}, sum[2] = {0.0f, 0.0f};
-      ScoreSeesaw(sc, q_desc, buf_a, ss.full, parity);
+      ScoreSeesaw(sc, q_desc, buf_a, ss.full, parity, 0, g);
       Wait<0>();
       PinAccumulators(sc);
+      SeesawStamp(0, g, mla_timeline::kSeSDone);
       MaskScores(sc, lim, ja + 2 * quad, ja + TILE > min(lim[0], lim[1]));
       TileMax(sc, score_scale, mx);
       RaiseAndPublishMax(m, mx, ss.max_a, row0, quad, base, a_a);
       BarArrive(BAR_MAX_A);
+      SeesawStamp(0, g, mla_timeline::kSeMaxOut);
       SoftmaxSeesaw(sc, score_scale, base, frag, buf_a + 8 * BLOCK_BYTES, row0, quad, sum);
       FenceProxyAsync();  // P_A -> warpgroup 1's wgmma reads
       BarArrive(BAR_P_A);
+      SeesawStamp(0, g, mla_timeline::kSePOut);
       RescaleO(o, a_a);  // (nothing in flight: S_A's wait covered the last P V)
       PvOwn(o, frag, buf_a, 0);
 #pragma unroll
@@ -316,11 +329,14 @@ MLA_INLINE void ProcessItemSeesaw(const MlaDecodeParams& p, const MlaWorkItem& i
       if (ta + 2 < num_tiles) {
         CopySeesawBlocks(p, s, ja + 2 * TILE, kv_hi, sm, 0, 0, ss.full + 0);
       }
+      SeesawStamp(0, g, mla_timeline::kSeOwnPvDone);
       if (has_b) {
         BarWait(BAR_MAX_B);
+        SeesawStamp(0, g, mla_timeline::kSeMaxIn);
         AdoptMax(m, ss.max_b, row0, a_b, l);
         RescaleO(o, a_b);
         BarWait(BAR_P_B);
+        SeesawStamp(0, g, mla_timeline::kSePIn);
         PvOther(o, buf_b, 0);
         Wait<0>();  // P_B V_B[L] is done: B's blocks 0..3 and P_B are free
         PinAccumulators(o);
@@ -328,6 +344,7 @@ MLA_INLINE void ProcessItemSeesaw(const MlaDecodeParams& p, const MlaWorkItem& i
           CopySeesawBlocks(p, s, jb + 2 * TILE, kv_hi, sm, 0, 1, ss.full + 2);
         }
       }
+      SeesawStamp(0, g, mla_timeline::kSePairDone);
     }
   } else {
     for (int pair = 0; 2 * pair < num_tiles; ++pair) {
@@ -335,24 +352,30 @@ MLA_INLINE void ProcessItemSeesaw(const MlaDecodeParams& p, const MlaWorkItem& i
       const bool has_b = tb < num_tiles;
       const u32 parity = static_cast<u32>(pair & 1);
       const int ja = kv_lo + ta * TILE, jb = ja + TILE;
+      const int g = g0 + pair;
       float mx[2] = {NegInf(), NegInf()}, base[2] = {0.0f, 0.0f};
       float a_a[2] = {1.0f, 1.0f}, a_b[2] = {1.0f, 1.0f}, sum[2] = {0.0f, 0.0f};
       if (has_b) {
-        ScoreSeesaw(sc, q_desc, buf_b, ss.full + 2, parity);
+        ScoreSeesaw(sc, q_desc, buf_b, ss.full + 2, parity, 1, g);
         Wait<0>();
         PinAccumulators(sc);
+        SeesawStamp(1, g, mla_timeline::kSeSDone);
         MaskScores(sc, lim, jb + 2 * quad, jb + TILE > min(lim[0], lim[1]));
         TileMax(sc, score_scale, mx);
       }
       BarWait(BAR_MAX_A);
+      SeesawStamp(1, g, mla_timeline::kSeBMaxIn);
       AdoptMax(m, ss.max_a, row0, a_a, l);
       BarWait(BAR_P_A);
+      SeesawStamp(1, g, mla_timeline::kSeBPIn);
       if (has_b) {
         RaiseAndPublishMax(m, mx, ss.max_b, row0, quad, base, a_b);
         BarArrive(BAR_MAX_B);
+        SeesawStamp(1, g, mla_timeline::kSeBMaxOut);
         SoftmaxSeesaw(sc, score_scale, base, frag, buf_b + 8 * BLOCK_BYTES, row0, quad, sum);
         FenceProxyAsync();  // P_B -> warpgroup 0's wgmma reads
         BarArrive(BAR_P_B);
+        SeesawStamp(1, g, mla_timeline::kSeBPOut);
 #pragma unroll
         for (int h = 0; h < 2; ++h) l[h] = l[h] * a_b[h] + sum[h];
       }
@@ -366,6 +389,7 @@ MLA_INLINE void ProcessItemSeesaw(const MlaDecodeParams& p, const MlaWorkItem& i
       if (ta + 2 < num_tiles) {
         CopySeesawBlocks(p, s, ja + 2 * TILE, kv_hi, sm, 1, 0, ss.full + 1);
       }
+      SeesawStamp(1, g, mla_timeline::kSeBOtherPvDone);
       if (has_b) {
         RescaleO(o, a_b);
         PvOwn(o, frag, buf_b, 1);
@@ -376,6 +400,7 @@ MLA_INLINE void ProcessItemSeesaw(const MlaDecodeParams& p, const MlaWorkItem& i
           CopySeesawBlocks(p, s, jb + 2 * TILE, kv_hi, sm, 1, 1, ss.full + 3);
         }
       }
+      SeesawStamp(1, g, mla_timeline::kSePairDone);
     }
   }
 

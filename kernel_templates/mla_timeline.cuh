@@ -6,7 +6,8 @@
 // the environment; the compile options are part of the cache key): then on
 // the N-th launch of the decode kernel (N >= 1, counted per loaded module),
 // CTA 0 stamps clock64 at each event of its first TILES tiles (counted over
-// its work items), one thread per role (the scorer; each accumulating warp),
+// its work items; the bf16 seesaw counts pairs of tiles), one thread per role
+// (the scorer; each accumulating warp; the seesaw's two warpgroups),
 // and the merge kernel of that call prints the stamps (so only calls with a
 // split merge print), one line per tile and role:
 //   mla_timeline tile T role R: c0 c1 ... (cycles since the first stamp; -1: none)
@@ -68,6 +69,27 @@ enum SwapAbItemEvent {
 };
 enum SwapAbLaunchEvent {
   kSwCtaStart = 0,  // the CTA passed its wait for the previous kernel
+};
+
+// Events of the bf16 64-row seesaw (mla_decode_wgmma_rows_seesaw.cuh), per
+// pair of tiles (counted over the CTA's seesaw items): role 0 is warpgroup 0
+// (thread 0, which scores tile A), role 1 warpgroup 1 (thread 128, tile B).
+enum SeesawEvent {
+  kSeLanded = 0,  // both halves of the warpgroup's tile landed; S is issued next
+  kSeSDone = 1,   // S waited for
+  // warpgroup 0:
+  kSeMaxOut = 2,     // its maxima published
+  kSePOut = 3,       // P_A written and published
+  kSeOwnPvDone = 4,  // P_A V_A[L] done, tile A + 2's copies issued
+  kSeMaxIn = 5,      // warpgroup 1's maxima seen
+  kSePIn = 6,        // P_B seen
+  // warpgroup 1 (tile B):
+  kSeBMaxIn = 2,      // warpgroup 0's maxima seen
+  kSeBPIn = 3,        // P_A seen
+  kSeBMaxOut = 4,     // its maxima published
+  kSeBPOut = 5,       // P_B written and published
+  kSeBOtherPvDone = 6,  // P_A V_A[R] done, tile A + 2's copies issued
+  kSePairDone = 7,    // both: the pair's P V done, tile B + 2's copies issued
 };
 
 #if !MLA_HIP && defined(__CUDA_ARCH__) && defined(MLA_TIMELINE) && MLA_TIMELINE > 0

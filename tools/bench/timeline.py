@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Per-step medians of a timeline stamped by the warp-specialised 64-row path,
-or (--path swap-ab) the steps of each tile and work item of the swap-AB path.
+or (--path seesaw) by the bf16 64-row seesaw per pair of tiles, or
+(--path swap-ab) the steps of each tile and work item of the swap-AB path.
 
 Run a case whose call has a split merge with the stamps compiled in, then
 read its output:
@@ -10,7 +11,9 @@ read its output:
     tools/bench/timeline.py run.txt
 
 For a swap-AB case (q_len 1 fp8, e.g. --case 4,1,1024,32), add
---path swap-ab: its CTAs run few tiles, so every tile is listed.
+--path swap-ab: its CTAs run few tiles, so every tile is listed. For the
+seesaw (bf16, items of 16 tiles or more: --case 32,4,8192,32,bf16), add
+--path seesaw.
 kernel_templates/mla_timeline.cuh says what is stamped; the stamps cost a
 few per cent, so time the case without them. Cycles are SM clocks (the
 bench prints the case's clock). Standard library only.
@@ -50,11 +53,36 @@ def parse(lines):
     return stamps
 
 
-def step_medians(stamps, skip=2):
-    """Median cycles of each step over tiles skip.. (the first ones warm up)."""
+# The seesaw's steps per pair of tiles (mla_timeline.cuh's Seesaw events):
+# role 0 is warpgroup 0 (scores tile A), role 1 warpgroup 1 (tile B).
+SEESAW_STEPS = [
+    ("pair period (warpgroup 0, tile landed to tile landed)", 0, 0, 0, 0, 1),
+    ("wg0: S_A", 0, 0, 0, 1, 0),
+    ("wg0: maxima out", 0, 1, 0, 2, 0),
+    ("wg0: softmax, P_A out", 0, 2, 0, 3, 0),
+    ("wg0: P_A V_A[L] done, A + 2 copied", 0, 3, 0, 4, 0),
+    ("wg0: wait for wg1's maxima", 0, 4, 0, 5, 0),
+    ("wg0: rescale, wait for P_B", 0, 5, 0, 6, 0),
+    ("wg0: P_B V_B[L] done, B + 2 copied", 0, 6, 0, 7, 0),
+    ("wg0: wait for the next tile A", 0, 7, 0, 0, 1),
+    ("wg1: tile B landed after wg0's tile A", 0, 0, 1, 0, 0),
+    ("wg1: S_B", 1, 0, 1, 1, 0),
+    ("wg1: wait for wg0's maxima", 1, 1, 1, 2, 0),
+    ("wg1: wait for P_A", 1, 2, 1, 3, 0),
+    ("wg1: maxima out", 1, 3, 1, 4, 0),
+    ("wg1: softmax, P_B out", 1, 4, 1, 5, 0),
+    ("wg1: P_A V_A[R] done, A + 2 copied", 1, 5, 1, 6, 0),
+    ("wg1: P_B V_B[R] done, B + 2 copied", 1, 6, 1, 7, 0),
+    ("wg1: wait for the next tile B", 1, 7, 1, 0, 1),
+]
+
+
+def step_medians(stamps, skip=2, steps=None):
+    """Median cycles of each step (STEPS unless given) over tiles skip.. (the
+    first ones warm up)."""
     tiles = sorted({t for t, _ in stamps})
     out = []
-    for name, r0, e0, r1, e1, next_tile in STEPS:
+    for name, r0, e0, r1, e1, next_tile in STEPS if steps is None else steps:
         samples = []
         for t in tiles[skip:]:
             a = stamps.get((t, r0), [None] * 8)[e0]
@@ -159,9 +187,9 @@ def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("output", help="the stamped run's output, or - for stdin")
     ap.add_argument("--skip", type=int, default=2, help="tiles left out at the start (2)")
-    ap.add_argument("--path", choices=["ws", "swap-ab"], default="ws",
-                    help="the kernel that stamped: the warp-specialised 64-row path (ws) or "
-                         "the swap-AB path")
+    ap.add_argument("--path", choices=["ws", "seesaw", "swap-ab"], default="ws",
+                    help="the kernel that stamped: the warp-specialised 64-row path (ws), "
+                         "the bf16 64-row seesaw (per pair of tiles) or the swap-AB path")
     args = ap.parse_args(argv)
     text = sys.stdin if args.output == "-" else open(args.output, encoding="utf-8")
     stamps = parse(text)
@@ -174,6 +202,12 @@ def main(argv):
         print("|---|---:|")
         for name, cycles in swap_ab_steps(stamps):
             print(f"| {name} | {cycles} |")
+        return 0
+    if args.path == "seesaw":
+        print("| step | median cycles | pairs |")
+        print("|---|---:|---:|")
+        for name, median, n in step_medians(stamps, args.skip, SEESAW_STEPS):
+            print(f"| {name} | {'-' if median is None else round(median)} | {n} |")
         return 0
     print("| step | median cycles | tiles |")
     print("|---|---:|---:|")

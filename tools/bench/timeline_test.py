@@ -53,6 +53,29 @@ class TimelineTest(unittest.TestCase):
         self.assertEqual(offsets["stage handed over"][5], 350)
         self.assertEqual(offsets["stage handed over"][7], 70)
 
+    def test_seesaw_steps_per_pair(self):
+        # Warpgroup 0's events 0..7 at 0, 1200, 1250, 1600, 2000, 2100, 2150,
+        # 2500 into a pair of 4000 cycles; warpgroup 1's at 100, 1400, 1450,
+        # 1650, 1700, 2000, 2300, 2700.
+        lines = []
+        for g in range(8):
+            base = g * 4000
+            w0 = [base + d for d in (0, 1200, 1250, 1600, 2000, 2100, 2150, 2500)]
+            w1 = [base + d for d in (100, 1400, 1450, 1650, 1700, 2000, 2300, 2700)]
+            lines.append(f"mla_timeline tile {g} role 0: " + " ".join(map(str, w0)))
+            lines.append(f"mla_timeline tile {g} role 1: " + " ".join(map(str, w1)))
+        medians = {name: (m, n) for name, m, n in
+                   timeline.step_medians(timeline.parse(lines), 2, timeline.SEESAW_STEPS)}
+        self.assertEqual(medians["pair period (warpgroup 0, tile landed to tile landed)"],
+                         (4000, 5))
+        self.assertEqual(medians["wg0: S_A"], (1200, 6))
+        self.assertEqual(medians["wg0: softmax, P_A out"][0], 350)
+        self.assertEqual(medians["wg0: wait for the next tile A"][0], 1500)
+        self.assertEqual(medians["wg1: tile B landed after wg0's tile A"][0], 100)
+        self.assertEqual(medians["wg1: wait for P_A"][0], 200)
+        self.assertEqual(medians["wg1: P_B V_B[R] done, B + 2 copied"][0], 400)
+        self.assertEqual(medians["wg1: wait for the next tile B"][0], 1400)
+
     def test_no_lines_is_an_error(self):
         import contextlib
         import tempfile
