@@ -138,6 +138,13 @@ TEST_F(GpuDecodeTest, Bf16SeesawEveryTileCount) {
       ExpectMatches(WithShape(KvFormat::kBf16, m, sh));
     }
   }
+  // Skewed lengths: long items on the seesaw and short pieces on the
+  // two-stage schedule in one launch, CTAs running up to five items of both
+  // kinds (they share the shared memory where the seesaw keeps its mbarriers).
+  BatchConfig c = WithShape(KvFormat::kBf16, QMode::kBf16, Shape{128, 1, 8192, 200, 0});
+  c.lengths = LengthDistribution::kSkewed;
+  c.zero_length_fraction = 0.25;
+  ExpectMatches(c);
 }
 
 // Runs `c` through its plan against the CPU reference and returns the plan's
