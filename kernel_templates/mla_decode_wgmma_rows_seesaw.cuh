@@ -52,7 +52,7 @@ using mla_wgmma_ss::RsM64N256K16Bf16;
 constexpr bool SEESAW = ELIGIBLE && !FP8;
 // Items of at least this many tiles take the seesaw: measured 5-10 % faster
 // than the two-stage schedule on items of 64 and 128 tiles, 3-4 % slower on
-// split pieces of 4 and 8 (RESULTS.md v41).
+// split pieces of 8 tiles and 2-3 % on pieces of 4 (RESULTS.md v41).
 constexpr int SEESAW_MIN_TILES = 16;
 
 // Named barriers (0 is __syncthreads), 256 threads each.
