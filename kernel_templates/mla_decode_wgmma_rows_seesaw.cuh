@@ -15,8 +15,8 @@
 //                O_L = a_A O_L + P_A V_A[L]; then, with warpgroup 1's maxima,
 //                O_L = a_B O_L + P_B V_B[L] (P_B from B's rope block)
 //   warpgroup 1: S_B = Q K_B^T beside warpgroup 0's S_A and softmax; with
-//                warpgroup 0's maxima, its own and P_B; O_R = a_A O_R +
-//                P_A V_A[R], then O_R = a_B O_R + P_B V_B[R]
+//                warpgroup 0's maxima, its own; O_R = a_A O_R + P_A V_A[R],
+//                with P_B computed under it; then O_R = a_B O_R + P_B V_B[R]
 // so that one warpgroup's softmax runs under the other's products. The rows'
 // maxima move only past RESCALE_SLACK (mla_wgmma_rows_common.cuh), so a_A and
 // a_B are 1 on most tiles and neither O half is rescaled between the products.
@@ -34,7 +34,7 @@
 // every arrival comes after a wait that follows the other warpgroup's wait of
 // the previous phase, so that no phase receives two rounds of arrivals:
 //   warpgroup 0: arrive MAX_A, arrive P_A, wait MAX_B, wait P_B
-//   warpgroup 1: wait MAX_A, wait P_A, arrive MAX_B, arrive P_B
+//   warpgroup 1: wait MAX_A, arrive MAX_B, wait P_A, arrive P_B
 // (the B steps only when the pair has a tile B).
 #ifndef MLAJIT_KERNEL_TEMPLATES_MLA_DECODE_WGMMA_ROWS_SEESAW_CUH_
 #define MLAJIT_KERNEL_TEMPLATES_MLA_DECODE_WGMMA_ROWS_SEESAW_CUH_
@@ -366,12 +366,19 @@ MLA_INLINE void ProcessItemSeesaw(const MlaDecodeParams& p, const MlaWorkItem& i
       BarWait(BAR_MAX_A);
       SeesawStamp(1, g, mla_timeline::kSeBMaxIn);
       AdoptMax(m, ss.max_a, row0, a_a, l);
-      BarWait(BAR_P_A);
-      SeesawStamp(1, g, mla_timeline::kSeBPIn);
       if (has_b) {
         RaiseAndPublishMax(m, mx, ss.max_b, row0, quad, base, a_b);
         BarArrive(BAR_MAX_B);
         SeesawStamp(1, g, mla_timeline::kSeBMaxOut);
+      }
+      BarWait(BAR_P_A);
+      SeesawStamp(1, g, mla_timeline::kSeBPIn);
+      RescaleO(o, a_a);  // (nothing in flight: the last pair ended with a wait)
+      PvOther(o, buf_a, 1);
+      // P_B's softmax runs while P_A V_A[R] is on the tensor cores, so that
+      // A's blocks 4..7 come free, and tile A + 2 goes out, one softmax
+      // earlier than softmax-then-product would (RESULTS.md v42).
+      if (has_b) {
         SoftmaxSeesaw(sc, score_scale, base, frag, buf_b + 8 * BLOCK_BYTES, row0, quad, sum);
         FenceProxyAsync();  // P_B -> warpgroup 0's wgmma reads
         BarArrive(BAR_P_B);
@@ -379,8 +386,6 @@ MLA_INLINE void ProcessItemSeesaw(const MlaDecodeParams& p, const MlaWorkItem& i
 #pragma unroll
         for (int h = 0; h < 2; ++h) l[h] = l[h] * a_b[h] + sum[h];
       }
-      RescaleO(o, a_a);  // (nothing in flight: the last pair ended with a wait)
-      PvOther(o, buf_a, 1);
       // A's V blocks 4..7 and P_A are free once P_A V_A[R] is done: tile
       // A + 2 goes out before P_B V_B[R] (warpgroup 0's P_B V_B[L] keeps the
       // tensor cores busy meanwhile).

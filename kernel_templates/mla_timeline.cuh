@@ -85,9 +85,9 @@ enum SeesawEvent {
   kSePIn = 6,        // P_B seen
   // warpgroup 1 (tile B):
   kSeBMaxIn = 2,      // warpgroup 0's maxima seen
-  kSeBPIn = 3,        // P_A seen
-  kSeBMaxOut = 4,     // its maxima published
-  kSeBPOut = 5,       // P_B written and published
+  kSeBMaxOut = 3,     // its maxima published
+  kSeBPIn = 4,        // P_A seen
+  kSeBPOut = 5,       // P_A V_A[R] issued, P_B written and published
   kSeBOtherPvDone = 6,  // P_A V_A[R] done, tile A + 2's copies issued
   kSePairDone = 7,    // both: the pair's P V done, tile B + 2's copies issued
 };

@@ -72,7 +72,8 @@ class TimelineTest(unittest.TestCase):
         self.assertEqual(medians["wg0: softmax, P_A out"][0], 350)
         self.assertEqual(medians["wg0: wait for the next tile A"][0], 1500)
         self.assertEqual(medians["wg1: tile B landed after wg0's tile A"][0], 100)
-        self.assertEqual(medians["wg1: wait for P_A"][0], 200)
+        self.assertEqual(medians["wg1: maxima out"][0], 200)
+        self.assertEqual(medians["wg1: wait for P_A"][0], 50)
         self.assertEqual(medians["wg1: P_B V_B[R] done, B + 2 copied"][0], 400)
         self.assertEqual(medians["wg1: wait for the next tile B"][0], 1400)
 
