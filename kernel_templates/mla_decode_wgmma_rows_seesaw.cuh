@@ -108,9 +108,12 @@ MLA_INLINE void CopySeesawBlocks(const MlaDecodeParams& p, const MlaSeqInfo& s, 
 }
 
 // Timeline stamps (mla_timeline.cuh; nothing unless MLA_TIMELINE is set):
-// warpgroup wg's thread 0 stamps `event` of the CTA's pair g.
+// lane 0 of each warp stamps `event` of the CTA's pair g as role `warp`, so
+// that the warps of a warpgroup can be seen apart. (wg: the caller's
+// warpgroup, which every warp of it passes.)
 MLA_INLINE void SeesawStamp(int wg, int g, int event) {
-  mla_timeline::Stamp(wg, wg * 128, g, event);
+  const int warp = 4 * wg + ((threadIdx.x >> 5) & 3);
+  mla_timeline::Stamp(warp, 32 * warp, g, event);
 }
 
 // S = Q K^T over a tile buffer once both warpgroups' copies landed (stamped

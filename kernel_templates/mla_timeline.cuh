@@ -7,7 +7,7 @@
 // the N-th launch of the decode kernel (N >= 1, counted per loaded module),
 // CTA 0 stamps clock64 at each event of its first TILES tiles (counted over
 // its work items; the bf16 seesaw counts pairs of tiles), one thread per role
-// (the scorer; each accumulating warp; the seesaw's two warpgroups),
+// (the scorer; each accumulating warp; each warp of the seesaw),
 // and the merge kernel of that call prints the stamps (so only calls with a
 // split merge print), one line per tile and role:
 //   mla_timeline tile T role R: c0 c1 ... (cycles since the first stamp; -1: none)
@@ -72,8 +72,9 @@ enum SwapAbLaunchEvent {
 };
 
 // Events of the bf16 64-row seesaw (mla_decode_wgmma_rows_seesaw.cuh), per
-// pair of tiles (counted over the CTA's seesaw items): role 0 is warpgroup 0
-// (thread 0, which scores tile A), role 1 warpgroup 1 (thread 128, tile B).
+// pair of tiles (counted over the CTA's seesaw items), stamped by lane 0 of
+// every warp as role = warp: roles 0-3 are warpgroup 0 (it scores tile A),
+// roles 4-7 warpgroup 1 (tile B).
 enum SeesawEvent {
   kSeLanded = 0,  // both halves of the warpgroup's tile landed; S is issued next
   kSeSDone = 1,   // S waited for

@@ -53,8 +53,9 @@ def parse(lines):
     return stamps
 
 
-# The seesaw's steps per pair of tiles (mla_timeline.cuh's Seesaw events):
-# role 0 is warpgroup 0 (scores tile A), role 1 warpgroup 1 (tile B).
+# The seesaw's steps per pair of tiles (mla_timeline.cuh's Seesaw events),
+# as its first warps see them: role 0 is warp 0 of warpgroup 0 (which scores
+# tile A), role 4 warp 4, the first of warpgroup 1 (tile B).
 SEESAW_STEPS = [
     ("pair period (warpgroup 0, tile landed to tile landed)", 0, 0, 0, 0, 1),
     ("wg0: S_A", 0, 0, 0, 1, 0),
@@ -65,15 +66,15 @@ SEESAW_STEPS = [
     ("wg0: rescale, wait for P_B", 0, 5, 0, 6, 0),
     ("wg0: P_B V_B[L] done, B + 2 copied", 0, 6, 0, 7, 0),
     ("wg0: wait for the next tile A", 0, 7, 0, 0, 1),
-    ("wg1: tile B landed after wg0's tile A", 0, 0, 1, 0, 0),
-    ("wg1: S_B", 1, 0, 1, 1, 0),
-    ("wg1: wait for wg0's maxima", 1, 1, 1, 2, 0),
-    ("wg1: maxima out", 1, 2, 1, 3, 0),
-    ("wg1: wait for P_A", 1, 3, 1, 4, 0),
-    ("wg1: P_A V_A[R] issued, softmax, P_B out", 1, 4, 1, 5, 0),
-    ("wg1: P_A V_A[R] done, A + 2 copied", 1, 5, 1, 6, 0),
-    ("wg1: P_B V_B[R] done, B + 2 copied", 1, 6, 1, 7, 0),
-    ("wg1: wait for the next tile B", 1, 7, 1, 0, 1),
+    ("wg1: tile B landed after wg0's tile A", 0, 0, 4, 0, 0),
+    ("wg1: S_B", 4, 0, 4, 1, 0),
+    ("wg1: wait for wg0's maxima", 4, 1, 4, 2, 0),
+    ("wg1: maxima out", 4, 2, 4, 3, 0),
+    ("wg1: wait for P_A", 4, 3, 4, 4, 0),
+    ("wg1: P_A V_A[R] issued, softmax, P_B out", 4, 4, 4, 5, 0),
+    ("wg1: P_A V_A[R] done, A + 2 copied", 4, 5, 4, 6, 0),
+    ("wg1: P_B V_B[R] done, B + 2 copied", 4, 6, 4, 7, 0),
+    ("wg1: wait for the next tile B", 4, 7, 4, 0, 1),
 ]
 
 
@@ -98,15 +99,18 @@ ACC_EVENTS = ["waiting for P", "P seen", "first group done", "last group issued"
 ACC_WARPS = 8  # roles 1..8
 
 
-def warp_offsets(stamps, skip=2):
-    """Per accumulator event, each warp's median lag behind the tile's earliest
-    warp at that event (cycles), or None where no warp stamped it."""
+def warp_offsets(stamps, skip=2, roles=None, events=None):
+    """Per event, each role's median lag behind the tile's earliest role at
+    that event (cycles), or None where no role stamped it. By default the
+    accumulating warps (roles 1..8) and their events."""
+    roles = list(range(1, 1 + ACC_WARPS)) if roles is None else roles
+    events = ACC_EVENTS if events is None else events
     tiles = sorted({t for t, _ in stamps})[skip:]
     out = []
-    for e, name in enumerate(ACC_EVENTS):
-        lags = [[] for _ in range(ACC_WARPS)]
+    for e, name in enumerate(events):
+        lags = [[] for _ in roles]
         for t in tiles:
-            seen = [stamps.get((t, 1 + w), [None] * 8)[e] for w in range(ACC_WARPS)]
+            seen = [stamps.get((t, r), [None] * 8)[e] for r in roles]
             if any(v is None for v in seen):
                 continue
             first = min(seen)
@@ -114,6 +118,13 @@ def warp_offsets(stamps, skip=2):
                 lags[w].append(v - first)
         out.append((name, [statistics.median(x) if x else None for x in lags]))
     return out
+
+
+# The seesaw's events per warpgroup, for the lags between its four warps.
+SEESAW_WG0_EVENTS = ["tile A landed", "S_A done", "maxima out", "P_A out", "P_A V_A[L] done",
+                     "wg1's maxima in", "P_B in", "pair done"]
+SEESAW_WG1_EVENTS = ["tile B landed", "S_B done", "wg0's maxima in", "maxima out", "P_A in",
+                     "P_B out", "P_A V_A[R] done", "pair done"]
 
 
 # The swap-AB path's steps: (name, event it starts at, event it ends at), role 0
@@ -191,8 +202,11 @@ def main(argv):
                     help="the kernel that stamped: the warp-specialised 64-row path (ws), "
                          "the bf16 64-row seesaw (per pair of tiles) or the swap-AB path")
     args = ap.parse_args(argv)
-    text = sys.stdin if args.output == "-" else open(args.output, encoding="utf-8")
-    stamps = parse(text)
+    if args.output == "-":
+        stamps = parse(sys.stdin)
+    else:
+        with open(args.output, encoding="utf-8") as text:
+            stamps = parse(text)
     if not stamps:
         print("no mla_timeline lines: was the kernel built with MLAJIT_TIMELINE=N, did the "
               "call have a split merge, and did it run N times?", file=sys.stderr)
@@ -208,6 +222,19 @@ def main(argv):
         print("|---|---:|---:|")
         for name, median, n in step_medians(stamps, args.skip, SEESAW_STEPS):
             print(f"| {name} | {'-' if median is None else round(median)} | {n} |")
+        for wg, events in ((0, SEESAW_WG0_EVENTS), (1, SEESAW_WG1_EVENTS)):
+            roles = list(range(4 * wg, 4 * wg + 4))
+            offsets = [(name, lags) for name, lags in
+                       warp_offsets(stamps, args.skip, roles, events)
+                       if any(v is not None for v in lags)]
+            if offsets:
+                print()
+                print(f"warpgroup {wg}, median cycles each warp is behind its warpgroup's first:")
+                print("| event | " + " | ".join(f"w{r}" for r in roles) + " |")
+                print("|---|" + "---:|" * len(roles))
+                for name, lags in offsets:
+                    cells = ["-" if v is None else str(round(v)) for v in lags]
+                    print(f"| {name} | " + " | ".join(cells) + " |")
         return 0
     print("| step | median cycles | tiles |")
     print("|---|---:|---:|")

@@ -1,6 +1,9 @@
 """tools/bench/timeline.py on stamps made up so that every step has a known
 length (run by ctest as bench_timeline_py)."""
+import contextlib
 import io
+import os
+import tempfile
 import unittest
 
 import timeline
@@ -63,7 +66,7 @@ class TimelineTest(unittest.TestCase):
             w0 = [base + d for d in (0, 1200, 1250, 1600, 2000, 2100, 2150, 2500)]
             w1 = [base + d for d in (100, 1400, 1450, 1650, 1700, 2000, 2300, 2700)]
             lines.append(f"mla_timeline tile {g} role 0: " + " ".join(map(str, w0)))
-            lines.append(f"mla_timeline tile {g} role 1: " + " ".join(map(str, w1)))
+            lines.append(f"mla_timeline tile {g} role 4: " + " ".join(map(str, w1)))
         medians = {name: (m, n) for name, m, n in
                    timeline.step_medians(timeline.parse(lines), 2, timeline.SEESAW_STEPS)}
         self.assertEqual(medians["pair period (warpgroup 0, tile landed to tile landed)"],
@@ -77,11 +80,33 @@ class TimelineTest(unittest.TestCase):
         self.assertEqual(medians["wg1: P_B V_B[R] done, B + 2 copied"][0], 400)
         self.assertEqual(medians["wg1: wait for the next tile B"][0], 1400)
 
+    def test_seesaw_lags_between_the_warps_of_a_warpgroup(self):
+        # Warp r of warpgroup 0 (roles 0-3) reaches every event 30 r cycles
+        # after warp 0, except "P_A out", where warp 3 is 500 behind.
+        lines = []
+        for g in range(6):
+            for r in range(4):
+                ev = [g * 4000 + 100 * e + 30 * r for e in range(8)]
+                if r == 3:
+                    ev[3] = g * 4000 + 300 + 500
+                lines.append(f"mla_timeline tile {g} role {r}: " + " ".join(map(str, ev)))
+        lags = dict(timeline.warp_offsets(timeline.parse(lines), 2, [0, 1, 2, 3],
+                                          timeline.SEESAW_WG0_EVENTS))
+        self.assertEqual(lags["S_A done"], [0, 30, 60, 90])
+        self.assertEqual(lags["P_A out"], [0, 30, 60, 500])
+        out = io.StringIO()
+        with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+            f.write("\n".join(lines) + "\n")
+        self.addCleanup(os.unlink, f.name)
+        with contextlib.redirect_stdout(out):
+            self.assertEqual(timeline.main([f.name, "--path", "seesaw"]), 0)
+        self.assertIn("warpgroup 0, median cycles each warp is behind", out.getvalue())
+        self.assertIn("| P_A out | 0 | 30 | 60 | 500 |", out.getvalue())
+
     def test_no_lines_is_an_error(self):
-        import contextlib
-        import tempfile
         with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
             f.write("nothing stamped here\n")
+        self.addCleanup(os.unlink, f.name)
         err = io.StringIO()
         with contextlib.redirect_stderr(err):
             self.assertEqual(timeline.main([f.name]), 1)
