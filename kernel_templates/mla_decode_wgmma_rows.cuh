@@ -60,6 +60,7 @@
 #include "mla_wgmma_rows_common.cuh"
 #include "mla_wgmma_rows_layout.h"
 #include "mla_wgmma_ss.cuh"
+#include "mla_wgmma_tma.cuh"
 
 namespace mla_wgmma_rows {
 

@@ -23,10 +23,11 @@
 //
 // Shared memory is the two-stage schedule's: Q and two KV tiles of 72 KB.
 // There is no third tile buffer, so buffers are freed by blocks as they are
-// read last (MlaRowsSeesawCopiesBlock): each warpgroup copies, by cp.async
-// completing on an mbarrier, the V blocks only its own P V reads, and the rope
-// block (S's last 64 dims, P's place once S is done) of the buffer whose P it
-// reads from there.
+// read last (MlaRowsSeesawCopiesBlock): each warpgroup copies, completing on
+// an mbarrier, the V blocks only its own P V reads, and the rope block (S's
+// last 64 dims, P's place once S is done) of the buffer whose P it reads
+// from there; by tensor copies where the tile is whole and its slots
+// consecutive, by cp.async otherwise.
 //
 // The warpgroups meet at four named barriers a pair: warpgroup 0's maxima
 // (MAX_A) and P_A (P_A), warpgroup 1's maxima (MAX_B) and P_B (P_B). Each is
@@ -43,10 +44,14 @@ namespace mla_wgmma_rows {
 
 using mla_wgmma::CpAsyncTrackOnBarrier;
 using mla_wgmma::Exp2;
+using mla_wgmma::MbarArrive;
+using mla_wgmma::MbarArriveExpectTx;
 using mla_wgmma::MbarArriveWarp;
 using mla_wgmma::MbarInit;
 using mla_wgmma::MbarWait;
 using mla_wgmma::RESCALE_SLACK;
+using mla_wgmma::TensorCopy2d;
+using mla_wgmma::TmaTile;
 using mla_wgmma_ss::RsM64N256K16Bf16;
 
 constexpr bool SEESAW = ELIGIBLE && !FP8;
@@ -80,15 +85,41 @@ MLA_INLINE SeesawSmem CarveSeesaw(const Smem& sm) {
   return ss;
 }
 
+// How many blocks warpgroup wg copies into buffer `buf`.
+MLA_HOST_DEVICE constexpr int SeesawBlockCount(int wg, int buf) {
+  int n = 0;
+  for (int b = 0; b < HEAD_DIM_QK / 64; ++b) n += MlaRowsSeesawCopiesBlock(wg, buf, b) ? 1 : 0;
+  return n;
+}
+
 // Starts copying KV positions [j0, j0 + TILE) of warpgroup wg's blocks of
 // buffer `buf` (positions at or past kv_hi zero-filled); they complete on
-// `full` (one arrival per warp).
+// `full` (one arrival per warp). A whole tile in consecutive slots goes by
+// tensor copies (mla_wgmma_tma.cuh), one per block from one thread, so that
+// the warps' memory-instruction queues, which the softmax's shuffles and
+// stores share, do not carry 18 cp.async a thread (RESULTS.md v43); other
+// tiles (an item's last part tile, pages of fewer than 64 tokens) by cp.async.
 MLA_INLINE void CopySeesawBlocks(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0, int kv_hi,
                                  const Smem& sm, int wg, int buf, u64* full) {
   constexpr int TOKEN_BYTES = KvTokenBytes<KV_FORMAT>::value;
   const int w = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, c0 = lane & 7;
   const u8* kv = static_cast<const u8*>(p.kv);
   u8* tile = sm.kv + buf * OPERAND_BYTES;
+  int slot = 0;
+  if (TmaTile(p, s, j0, kv_hi, slot)) {
+    if (lane == 0 && w == 0) {
+      MbarArriveExpectTx(full, SeesawBlockCount(wg, buf) * BLOCK_BYTES);
+#pragma unroll
+      for (int b = 0; b < HEAD_DIM_QK / 64; ++b) {
+        if (MlaRowsSeesawCopiesBlock(wg, buf, b)) {
+          TensorCopy2d(tile + b * BLOCK_BYTES, &p.kv_maps[0], 128 * b, slot, full);
+        }
+      }
+    } else if (lane == 0) {
+      MbarArrive(full);
+    }
+    return;
+  }
 #pragma unroll
   for (int pass = 0; pass < TILE / 16; ++pass) {
     const int tok = MlaRowsSeesawCopyToken(w, lane, pass);
@@ -271,9 +302,17 @@ MLA_INLINE void ProcessItemSeesaw(const MlaDecodeParams& p, const MlaWorkItem& i
 #pragma unroll
   for (int i = 0; i < 128; ++i) o[i] = 0.0f;
 
+  // The previous item's generic writes to the tile buffers (cp.async tiles,
+  // P, staged rows) before tensor copies rewrite them (mla_wgmma_tma.cuh).
+  if (mla_wgmma::KV_TMA) FenceProxyAsync();
   __syncthreads();  // the previous item is done with shared memory
   if (threadIdx.x == 0) {
     for (int i = 0; i < 4; ++i) MbarInit(ss.full + i, 4);  // one arrival per copying warp
+    if (mla_wgmma::KV_TMA) {
+      // The initialisation, visible to the tensor copies that complete on them.
+      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+      if (p.kv_map_rows > 0) mla_wgmma::PrefetchTensorMap(&p.kv_maps[0]);
+    }
   }
   __syncthreads();
   if (num_tiles > 0) CopySeesawBlocks(p, s, kv_lo, kv_hi, sm, wg, 0, ss.full + wg);

@@ -81,12 +81,13 @@ struct MlaDecodeParams {
   // order; the merge reads its item count and the a8 amax its extent from here
   // (num_combine and q_elements are then capacities). Null for host plans.
   const int* plan_counters;
-  // fp8 KV on the sm_90a paths of MlaKvTensorMapsEligible: kv as a
-  // matrix of kv_map_rows rows (slots) of 576 bytes, in two maps with boxes
-  // of 64 rows: [0] 128 bytes with the 128-byte swizzle (the four blocks of
-  // 128 latent codes), [1] 64 bytes with the 64-byte swizzle (the rope
-  // codes), the stage layout of mla_wgmma_layout.h. kv_map_rows = 0: no
-  // maps, every tile is copied by cp.async.
+  // The sm_90a paths of MlaKvTensorMapsEligible: kv as a matrix of
+  // kv_map_rows rows (slots) of a token's bytes (576 fp8, 1152 bf16), in two
+  // maps with boxes of 64 rows: [0] 128 bytes with the 128-byte swizzle
+  // (fp8: the four blocks of 128 latent codes; bf16: each of the nine blocks
+  // of 64 dims), [1] 64 bytes with the 64-byte swizzle (fp8: the rope codes;
+  // bf16 does not use it). kv_map_rows = 0: no maps, every tile is copied by
+  // cp.async.
   int kv_map_rows;
   MlaTensorMap kv_maps[2];
 };
@@ -185,19 +186,21 @@ MLA_HOST_DEVICE constexpr int MlaWgmmaRowsWsSmemBytes(int stages) {
          (stages + 4) * 8;
 }
 
-// Whether the kernel copies whole fp8 tiles with tensor maps (TMA: five
-// copies into the fp8 stage layout of mla_wgmma_layout.h, completing on an
-// mbarrier) instead of 2304 cp.async: the swap-AB and warp-specialised paths
-// with fp8 KV, flat or in pages of a multiple of 64 tokens, so that a tile
-// of 64 tokens starting on a multiple of 64 is 64 consecutive slots. The host
-// encodes MlaDecodeParams::kv_maps for such kernels; the kernel checks each
-// tile (whole, consecutive slots, inside kv_map_rows) and copies the others,
-// such as an item's last part tile, by cp.async.
+// Whether the kernel copies whole tiles with tensor maps (TMA, completing on
+// an mbarrier) instead of cp.async of 16 bytes a thread: the swap-AB and
+// warp-specialised paths with fp8 KV (five copies into the fp8 stage layout
+// of mla_wgmma_layout.h), and the 64-row path with bf16 KV (the seesaw's
+// blocks of 64 dims, mla_wgmma_rows_layout.h), flat or in pages of a
+// multiple of 64 tokens, so that a tile of 64 tokens starting on a multiple
+// of 64 is 64 consecutive slots. The host encodes MlaDecodeParams::kv_maps
+// for such kernels; the kernel checks each tile (whole, consecutive slots,
+// inside kv_map_rows) and copies the others, such as an item's last part
+// tile, by cp.async.
 MLA_HOST_DEVICE constexpr bool MlaKvTensorMapsEligible(int kv_format, int block_m, int block_n,
                                                        int num_warps, int page_size) {
-  return kv_format == 1 &&
-         (MlaWgmmaEligible(kv_format, block_m, block_n, num_warps) ||
-          MlaWgmmaRowsWsEligible(kv_format, block_m, block_n, num_warps)) &&
+  return ((kv_format == 1 && (MlaWgmmaEligible(kv_format, block_m, block_n, num_warps) ||
+                              MlaWgmmaRowsWsEligible(kv_format, block_m, block_n, num_warps))) ||
+          (kv_format == 0 && MlaWgmmaRowsEligible(kv_format, block_m, block_n, num_warps))) &&
          (page_size == 0 || page_size % 64 == 0);
 }
 

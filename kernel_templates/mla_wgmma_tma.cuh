@@ -1,7 +1,8 @@
-// Tensor-map (TMA) copies of fp8 KV tiles for the sm_90a paths that stage
-// tiles as stored (mla_decode_wgmma.cuh, mla_decode_wgmma_rows_ws.cuh): five
-// copies per tile instead of 2304 cp.async of 16 bytes, completing on an
-// mbarrier. The host encodes the maps per call (MlaDecodeParams::kv_maps,
+// Tensor-map (TMA) copies of KV tiles for the sm_90a paths that stage tiles
+// as stored: fp8 (mla_decode_wgmma.cuh, mla_decode_wgmma_rows_ws.cuh), five
+// copies per tile instead of 2304 cp.async of 16 bytes, and bf16 on the
+// 64-row seesaw (mla_decode_wgmma_rows_seesaw.cuh), one copy per 64-dim
+// block, completing on an mbarrier. The host encodes the maps per call (MlaDecodeParams::kv_maps,
 // src/plan/kv_tensor_maps.h); tiles the maps cannot serve (an item's last
 // part tile, whose masked tokens must read as zeros; slots beyond the maps)
 // keep the cp.async copies, so a kernel mixes both and each tile's consumers

@@ -72,8 +72,9 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const mlajit_runtime_op
                sm >= 90;
   }
   {
-    // Tensor-map copies of fp8 tiles (the sm_90a paths that stage tiles as
-    // stored); MLAJIT_KV_TMA=0 keeps every copy on cp.async, for comparison.
+    // Tensor-map copies of whole KV tiles (fp8 on the sm_90a paths that stage
+    // tiles as stored, bf16 on the 64-row path; MlaKvTensorMapsEligible);
+    // MLAJIT_KV_TMA=0 keeps every copy on cp.async, for comparison.
     const char* env = std::getenv("MLAJIT_KV_TMA");
     const bool off = env != nullptr && std::string(env) == "0";
     if (!off && rt->props_.vendor == gpu::Vendor::kNvidia) {
@@ -455,7 +456,10 @@ absl::Status Plan::Decode(const mlajit_decode_args_t* a, void* stream) const {
   p.sm_scale = config_.sm_scale;
   p.kv_scale = config_.kv_format == MLAJIT_KV_FORMAT_FP8_E4M3 ? a->kv_scale : 1.0f;
   p.kv_bytes = a->kv_bytes;
-  if (kernel_->kv_tensor_maps) runtime_->kv_tensor_maps()->Fill(a->kv, &p);
+  if (kernel_->kv_tensor_maps) {
+    runtime_->kv_tensor_maps()->Fill(
+        a->kv, MlaWgmmaTokenStride(static_cast<int>(config_.kv_format)), &p);
+  }
   // Device-planned: a capacity; the kernels read the real count from plan_counters.
   p.q_elements = static_cast<long long>(total_q) * config_.num_heads * kHeadDimQk;
   void* params[] = {&p};

@@ -54,10 +54,10 @@ bool RunsWgmmaRowsPath(const std::string& arch, KvFormat kv_format, int block_m,
 bool RunsWgmmaRowsWsPath(const std::string& arch, KvFormat kv_format, int block_m, int block_n,
                          int num_warps);
 
-// True when the decode kernel of this shape copies whole fp8 tiles with
-// tensor maps that the host encodes per call (MlaDecodeParams::kv_maps,
-// MlaKvTensorMapsEligible): the swap-AB and warp-specialised fp8 paths,
-// flat or pages of a multiple of 64 tokens.
+// True when the decode kernel of this shape copies whole tiles with tensor
+// maps that the host encodes per call (MlaDecodeParams::kv_maps,
+// MlaKvTensorMapsEligible): the swap-AB and warp-specialised fp8 paths and
+// the bf16 64-row path, flat or pages of a multiple of 64 tokens.
 bool CopiesKvByTensorMaps(const std::string& arch, KvFormat kv_format, int block_m, int block_n,
                           int num_warps, int page_size);
 

@@ -366,6 +366,40 @@ TEST_F(GpuDecodeTest, Fp8TilesWithAndWithoutTensorMaps) {
   }
 }
 
+TEST_F(GpuDecodeTest, Bf16SeesawTilesWithAndWithoutTensorMaps) {
+  // bf16 on Hopper's 64-row seesaw copies whole tiles by tensor maps (flat,
+  // and pages of 64 or 128 tokens) and the rest by cp.async: every item's
+  // last part tile, pages of 16 tokens, and everything with MLAJIT_KV_TMA=0
+  // (a runtime of its own). Items of 17 to 18 tiles (one per sequence) and
+  // of 16 to 17 (sequences split in two and merged), both Q modes, empty
+  // sequences among them.
+  std::unique_ptr<DecodeHarness> without;
+  {
+    ScopedEnv env("MLAJIT_KV_TMA", "0");
+    absl::StatusOr<std::unique_ptr<DecodeHarness>> h = DecodeHarness::Create(0);
+    ASSERT_TRUE(h.ok()) << h.status();
+    without = *std::move(h);
+  }
+  for (DecodeHarness* h : {harness_, without.get()}) {
+    const bool maps = h == harness_ && OnHopper(*h);
+    for (int page : {0, 64, 128, 16}) {
+      for (QMode m : {QMode::kBf16, QMode::kFp8}) {
+        for (Shape sh : {Shape{128, 1, 1100, 66, page}, Shape{32, 3, 2100, 33, page}}) {
+          BatchConfig c = WithShape(KvFormat::kBf16, m, sh);
+          c.zero_length_fraction = 0.2;
+          const std::string plan = ExpectMatchesAndDescribe(*h, c);
+          if (!OnHopper(*h)) continue;
+          EXPECT_EQ(IntField(plan, "block_m"), 64) << plan;
+          EXPECT_NE(plan.find(absl::StrCat("\"kv_tensor_maps\":",
+                                           maps && page != 16 ? "true" : "false")),
+                    std::string::npos)
+              << plan;
+        }
+      }
+    }
+  }
+}
+
 TEST_F(GpuDecodeTest, NanKvCodeReachesItsSequenceOnly) {
   // An fp8 NaN code (what the quantiser writes for a NaN) in one token's V
   // dims: the scores of that token are NaN, so every output row of its
