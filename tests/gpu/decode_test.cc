@@ -325,6 +325,13 @@ TEST_F(GpuDecodeTest, Fp8SixtyFourRowTilesEveryPageSizeAndQMode) {
   }
 }
 
+// A harness whose runtime copies every tile by cp.async: MLAJIT_KV_TMA=0 is
+// read when a runtime is created.
+absl::StatusOr<std::unique_ptr<DecodeHarness>> HarnessWithoutTensorMaps() {
+  ScopedEnv env("MLAJIT_KV_TMA", "0");
+  return DecodeHarness::Create(0);
+}
+
 TEST_F(GpuDecodeTest, Fp8TilesWithAndWithoutTensorMaps) {
   // fp8 on Hopper copies whole tiles by tensor maps (the swap-AB path, 16 and
   // 32 rows, and the warp-specialised one, 64 rows; flat, and pages of 64 or
@@ -332,18 +339,13 @@ TEST_F(GpuDecodeTest, Fp8TilesWithAndWithoutTensorMaps) {
   // of 16 tokens, and everything with MLAJIT_KV_TMA=0 (a runtime of its own,
   // since the knob is read when the runtime is created). Both Q modes, empty
   // sequences, sequences split over CTAs, sequences of a single tile.
-  std::unique_ptr<DecodeHarness> without;
-  {
-    ScopedEnv env("MLAJIT_KV_TMA", "0");
-    absl::StatusOr<std::unique_ptr<DecodeHarness>> h = DecodeHarness::Create(0);
-    ASSERT_TRUE(h.ok()) << h.status();
-    without = *std::move(h);
-  }
+  absl::StatusOr<std::unique_ptr<DecodeHarness>> without = HarnessWithoutTensorMaps();
+  ASSERT_TRUE(without.ok()) << without.status();
   struct Case {
     Shape shape;
     int hopper_warps;  // 4: swap-AB, 12: warp-specialised
   };
-  for (DecodeHarness* h : {harness_, without.get()}) {
+  for (DecodeHarness* h : {harness_, without->get()}) {
     const bool maps = h == harness_ && OnHopper(*h);
     for (int page : {0, 64, 128, 16}) {
       for (QMode m : {QMode::kBf16, QMode::kFp8}) {
@@ -373,14 +375,9 @@ TEST_F(GpuDecodeTest, Bf16SeesawTilesWithAndWithoutTensorMaps) {
   // (a runtime of its own). Items of 17 to 18 tiles (one per sequence) and
   // of 16 to 17 (sequences split in two and merged), both Q modes, empty
   // sequences among them.
-  std::unique_ptr<DecodeHarness> without;
-  {
-    ScopedEnv env("MLAJIT_KV_TMA", "0");
-    absl::StatusOr<std::unique_ptr<DecodeHarness>> h = DecodeHarness::Create(0);
-    ASSERT_TRUE(h.ok()) << h.status();
-    without = *std::move(h);
-  }
-  for (DecodeHarness* h : {harness_, without.get()}) {
+  absl::StatusOr<std::unique_ptr<DecodeHarness>> without = HarnessWithoutTensorMaps();
+  ASSERT_TRUE(without.ok()) << without.status();
+  for (DecodeHarness* h : {harness_, without->get()}) {
     const bool maps = h == harness_ && OnHopper(*h);
     for (int page : {0, 64, 128, 16}) {
       for (QMode m : {QMode::kBf16, QMode::kFp8}) {
