@@ -147,21 +147,39 @@ MLA_INLINE void SeesawStamp(int wg, int g, int event) {
   mla_timeline::Stamp(warp, 32 * warp, g, event);
 }
 
-// S = Q K^T over a tile buffer once both warpgroups' copies landed (stamped
-// as pair g's kSeLanded of warpgroup wg). Committed, not waited for.
+// S = Q K^T over tile buffer BUF (stamped as pair g's kSeLanded of
+// warpgroup wg once all of it is in). Committed, not waited for. Warpgroup
+// 0's blocks of either buffer are copied first (after its half of P V, while
+// warpgroup 1 still has its half to run: RESULTS.md v44), so S starts on them
+// and the DRAM latency of the blocks warpgroup 1 copied last runs under that
+// part. Between the parts the first is waited for: a wait for the copies
+// between the steps of one product in flight makes ptxas serialise every
+// wgmma of the kernel.
+template <int BUF>
 MLA_INLINE void ScoreSeesaw(float (&sc)[32], Desc q_desc, const u8* tile, u64* full, u32 parity,
                             int wg, int g) {
   const Desc k_desc = KOperand(tile);
-  // Both halves before the first step: a wait between the steps of one
-  // product makes ptxas serialise every wgmma of the kernel.
   MbarWait(full, parity);
-  MbarWait(full + 1, parity);
-  SeesawStamp(wg, g, mla_timeline::kSeLanded);
   FenceProxyAsync();  // cp.async writes -> wgmma reads
   Fence();
 #pragma unroll
   for (int k = 0; k < K_STEPS; ++k) {
-    SsM64N64K16<true>(sc, q_desc.At(k * STEP_BYTES), k_desc.At(MlaRowsKStepOffset(k)), k > 0);
+    if (MlaRowsSeesawCopiesBlock(0, BUF, k / 4)) {
+      SsM64N64K16<true>(sc, q_desc.At(k * STEP_BYTES), k_desc.At(MlaRowsKStepOffset(k)), k > 0);
+    }
+  }
+  Commit();
+  Wait<0>();
+  PinAccumulators(sc);
+  MbarWait(full + 1, parity);
+  SeesawStamp(wg, g, mla_timeline::kSeLanded);
+  FenceProxyAsync();
+  Fence();
+#pragma unroll
+  for (int k = 0; k < K_STEPS; ++k) {
+    if (!MlaRowsSeesawCopiesBlock(0, BUF, k / 4)) {
+      SsM64N64K16<true>(sc, q_desc.At(k * STEP_BYTES), k_desc.At(MlaRowsKStepOffset(k)), 1);
+    }
   }
   Commit();
 }
@@ -345,7 +363,7 @@ MLA_INLINE void ProcessItemSeesaw(const MlaDecodeParams& p, const MlaWorkItem& i
       const int g = g0 + pair;
       float mx[2] = {NegInf(), NegInf()}, base[2] = {0.0f, 0.0f};
       float a_a[2] = {1.0f, 1.0f}, a_b[2] = {1.0f, 1.0f}, sum[2] = {0.0f, 0.0f};
-      ScoreSeesaw(sc, q_desc, buf_a, ss.full, parity, 0, g);
+      ScoreSeesaw<0>(sc, q_desc, buf_a, ss.full, parity, 0, g);
       Wait<0>();
       PinAccumulators(sc);
       SeesawStamp(0, g, mla_timeline::kSeSDone);
@@ -398,7 +416,7 @@ MLA_INLINE void ProcessItemSeesaw(const MlaDecodeParams& p, const MlaWorkItem& i
       float mx[2] = {NegInf(), NegInf()}, base[2] = {0.0f, 0.0f};
       float a_a[2] = {1.0f, 1.0f}, a_b[2] = {1.0f, 1.0f}, sum[2] = {0.0f, 0.0f};
       if (has_b) {
-        ScoreSeesaw(sc, q_desc, buf_b, ss.full + 2, parity, 1, g);
+        ScoreSeesaw<1>(sc, q_desc, buf_b, ss.full + 2, parity, 1, g);
         Wait<0>();
         PinAccumulators(sc);
         SeesawStamp(1, g, mla_timeline::kSeSDone);

@@ -76,7 +76,7 @@ enum SwapAbLaunchEvent {
 // every warp as role = warp: roles 0-3 are warpgroup 0 (it scores tile A),
 // roles 4-7 warpgroup 1 (tile B).
 enum SeesawEvent {
-  kSeLanded = 0,  // both halves of the warpgroup's tile landed; S is issued next
+  kSeLanded = 0,  // S over the tile's first blocks done, its last blocks landed
   kSeSDone = 1,   // S waited for
   // warpgroup 0:
   kSeMaxOut = 2,     // its maxima published

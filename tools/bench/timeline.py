@@ -57,24 +57,24 @@ def parse(lines):
 # as its first warps see them: role 0 is warp 0 of warpgroup 0 (which scores
 # tile A), role 4 warp 4, the first of warpgroup 1 (tile B).
 SEESAW_STEPS = [
-    ("pair period (warpgroup 0, tile landed to tile landed)", 0, 0, 0, 0, 1),
-    ("wg0: S_A", 0, 0, 0, 1, 0),
+    ("pair period (warpgroup 0, tile A's last blocks landed to the next's)", 0, 0, 0, 0, 1),
+    ("wg0: S_A over the last blocks", 0, 0, 0, 1, 0),
     ("wg0: maxima out", 0, 1, 0, 2, 0),
     ("wg0: softmax, P_A out", 0, 2, 0, 3, 0),
     ("wg0: P_A V_A[L] done, A + 2 copied", 0, 3, 0, 4, 0),
     ("wg0: wait for wg1's maxima", 0, 4, 0, 5, 0),
     ("wg0: rescale, wait for P_B", 0, 5, 0, 6, 0),
     ("wg0: P_B V_B[L] done, B + 2 copied", 0, 6, 0, 7, 0),
-    ("wg0: wait for the next tile A", 0, 7, 0, 0, 1),
-    ("wg1: tile B landed after wg0's tile A", 0, 0, 4, 0, 0),
-    ("wg1: S_B", 4, 0, 4, 1, 0),
+    ("wg0: S over the first blocks, wait for the next tile A's last", 0, 7, 0, 0, 1),
+    ("wg1: tile B's last blocks landed after wg0's tile A's", 0, 0, 4, 0, 0),
+    ("wg1: S_B over the last blocks", 4, 0, 4, 1, 0),
     ("wg1: wait for wg0's maxima", 4, 1, 4, 2, 0),
     ("wg1: maxima out", 4, 2, 4, 3, 0),
     ("wg1: wait for P_A", 4, 3, 4, 4, 0),
     ("wg1: P_A V_A[R] issued, softmax, P_B out", 4, 4, 4, 5, 0),
     ("wg1: P_A V_A[R] done, A + 2 copied", 4, 5, 4, 6, 0),
     ("wg1: P_B V_B[R] done, B + 2 copied", 4, 6, 4, 7, 0),
-    ("wg1: wait for the next tile B", 4, 7, 4, 0, 1),
+    ("wg1: S over the first blocks, wait for the next tile B's last", 4, 7, 4, 0, 1),
 ]
 
 
@@ -121,9 +121,9 @@ def warp_offsets(stamps, skip=2, roles=None, events=None):
 
 
 # The seesaw's events per warpgroup, for the lags between its four warps.
-SEESAW_WG0_EVENTS = ["tile A landed", "S_A done", "maxima out", "P_A out", "P_A V_A[L] done",
+SEESAW_WG0_EVENTS = ["A's last blocks in", "S_A done", "maxima out", "P_A out", "P_A V_A[L] done",
                      "wg1's maxima in", "P_B in", "pair done"]
-SEESAW_WG1_EVENTS = ["tile B landed", "S_B done", "wg0's maxima in", "maxima out", "P_A in",
+SEESAW_WG1_EVENTS = ["B's last blocks in", "S_B done", "wg0's maxima in", "maxima out", "P_A in",
                      "P_B out", "P_A V_A[R] done", "pair done"]
 
 
