@@ -69,16 +69,18 @@ class TimelineTest(unittest.TestCase):
             lines.append(f"mla_timeline tile {g} role 4: " + " ".join(map(str, w1)))
         medians = {name: (m, n) for name, m, n in
                    timeline.step_medians(timeline.parse(lines), 2, timeline.SEESAW_STEPS)}
-        self.assertEqual(medians["pair period (warpgroup 0, tile A's last blocks landed to the next's)"],
-                         (4000, 5))
+        period = "pair period (warpgroup 0, tile A's last blocks landed to the next's)"
+        self.assertEqual(medians[period], (4000, 5))
         self.assertEqual(medians["wg0: S_A over the last blocks"], (1200, 6))
         self.assertEqual(medians["wg0: softmax, P_A out"][0], 350)
-        self.assertEqual(medians["wg0: S over the first blocks, wait for the next tile A's last"][0], 1500)
+        wait_a = "wg0: S over the first blocks, wait for the next tile A's last"
+        self.assertEqual(medians[wait_a][0], 1500)
         self.assertEqual(medians["wg1: tile B's last blocks landed after wg0's tile A's"][0], 100)
         self.assertEqual(medians["wg1: maxima out"][0], 200)
         self.assertEqual(medians["wg1: wait for P_A"][0], 50)
         self.assertEqual(medians["wg1: P_B V_B[R] done, B + 2 copied"][0], 400)
-        self.assertEqual(medians["wg1: S over the first blocks, wait for the next tile B's last"][0], 1400)
+        wait_b = "wg1: S over the first blocks, wait for the next tile B's last"
+        self.assertEqual(medians[wait_b][0], 1400)
 
     def test_seesaw_lags_between_the_warps_of_a_warpgroup(self):
         # Warp r of warpgroup 0 (roles 0-3) reaches every event 30 r cycles
