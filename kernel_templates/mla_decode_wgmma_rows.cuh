@@ -14,9 +14,10 @@
 //
 // A CTA is two warpgroups (256 threads), one CTA per SM (MlaWgmmaRowsSmemBytes),
 // with two operand tiles: tile t is read while tile t + 1 is being written.
-// bf16 work items of 16 tiles or more instead take the seesaw schedule of
-// mla_decode_wgmma_rows_seesaw.cuh (the warpgroups score alternate tiles);
-// what follows is the two-stage schedule, which every other item runs.
+// bf16 work items of 8 tiles or more (SEESAW_MIN_TILES) instead take the
+// seesaw schedule of mla_decode_wgmma_rows_seesaw.cuh (the warpgroups score
+// alternate tiles); what follows is the two-stage schedule, which every other
+// item runs.
 //   warpgroup 0: S = Q K^T (36 k-steps of m64n64k16), the online softmax, and
 //                P and the rows' rescale factors into shared memory
 //   warpgroup 1, meanwhile: fp8 converts tile t + 1, already in registers,

@@ -55,10 +55,11 @@ using mla_wgmma::TmaTile;
 using mla_wgmma_ss::RsM64N256K16Bf16;
 
 constexpr bool SEESAW = ELIGIBLE && !FP8;
-// Items of at least this many tiles take the seesaw: measured 5-10 % faster
-// than the two-stage schedule on items of 64 and 128 tiles, 3-4 % slower on
-// split pieces of 8 tiles and 2-3 % on pieces of 4 (RESULTS.md v41).
-constexpr int SEESAW_MIN_TILES = 16;
+// Items of at least this many tiles take the seesaw. v41 measured it 5-10 %
+// faster than the two-stage schedule on items of 64 and 128 tiles but 3-4 %
+// slower on split pieces of 8; after v42-v44 it is 3 % faster on pieces of 8
+// and still 2 % slower on pieces of 4 (RESULTS.md v45).
+constexpr int SEESAW_MIN_TILES = 8;
 
 // Named barriers (0 is __syncthreads), 256 threads each.
 constexpr int BAR_MAX_A = 1;

@@ -125,7 +125,7 @@ TEST_F(GpuDecodeTest, SixtyFourRowTiles) {
 }
 
 TEST_F(GpuDecodeTest, Bf16SeesawEveryTileCount) {
-  // bf16 work items of 16 tiles or more take the seesaw schedule on sm_90a
+  // bf16 work items of 8 tiles or more take the seesaw schedule on sm_90a
   // (tiles in pairs, the last pair possibly one tile, the last tile partial).
   // 132 row tiles keep each sequence whole on an H200 (one item of 17 or 18
   // tiles): odd and even tile counts, full and partial last tiles, flat and
@@ -137,6 +137,12 @@ TEST_F(GpuDecodeTest, Bf16SeesawEveryTileCount) {
                      Shape{16, 4, 1150, 132, 0}, Shape{32, 3, 2100, 33, 0}}) {
       ExpectMatches(WithShape(KvFormat::kBf16, m, sh));
     }
+  }
+  // Split pieces at the threshold: 128-row sequences cut in 16 pieces of 8
+  // tiles (seesaw) whose last is 7 tiles, part-filled (two-stage), or 8 in
+  // pages of 16, merged.
+  for (Shape sh : {Shape{32, 4, 8100, 4, 0}, Shape{32, 4, 8150, 4, 16}}) {
+    ExpectMatches(WithShape(KvFormat::kBf16, QMode::kBf16, sh));
   }
   // Skewed lengths: long items on the seesaw and short pieces on the
   // two-stage schedule in one launch, CTAs running up to five items of both
