@@ -23,7 +23,10 @@
 // --launch-floor, empty kernels launched as a call's one, two or three
 // kernels are timed the same way first (launch_floor.h): the least a call
 // can take on this device; and so are two small split cases' chains of
-// dependent memory accesses with no arithmetic (chain_floor.h).
+// dependent memory accesses with no arithmetic (chain_floor.h). With
+// --sm-fill, how fast bulk copies fill one SM's shared memory, from L2 and
+// from DRAM, at 1 to every SM busy (sm_fill.h): the ceiling of kernels that
+// stream whole tiles into shared memory.
 //
 // Two figures about launch overhead sit next to the device times:
 //  - graph_us: one call captured into a graph, replayed --runs times back to
@@ -67,6 +70,7 @@
 #include "tools/bench/launch_floor.h"
 #include "tools/bench/roofline.h"
 #include "tools/bench/schedule_report.h"
+#include "tools/bench/sm_fill.h"
 #include "tools/bench/step_graph.h"
 #include "tools/bench/stream_hold.h"
 #include "tools/harness/decode_harness.h"
@@ -457,6 +461,7 @@ int Main(int argc, char** argv) {
   bool tune = false;  // mlajit_tune each case first (records kept in the cache directory)
   bool measure_ceilings = true;
   bool launch_floor = false;  // also time empty kernels launched like a call (launch_floor.h)
+  bool sm_fill = false;       // also measure one SM's fill rate by bulk copies (sm_fill.h)
   double warmup_ms = 200;  // device time before each case's (and ceiling's) timed calls
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -497,6 +502,8 @@ int Main(int argc, char** argv) {
       tune = true;
     } else if (a == "--launch-floor") {
       launch_floor = true;
+    } else if (a == "--sm-fill") {
+      sm_fill = true;
     } else if (a == "--schedule") {
       schedule_target = next();
       if (schedule_target.empty()) {
@@ -524,6 +531,8 @@ int Main(int argc, char** argv) {
           "                                one, two or three kernels are: the least a call\n"
           "                                can take here; and the dependent loads and stores\n"
           "                                of two small split cases with no arithmetic)\n"
+          "                    [--sm-fill]  (also: how fast bulk copies fill one SM's shared\n"
+          "                                memory from L2 and from DRAM, 1 to every SM busy)\n"
           "                    [--tune]   (mlajit_tune each case first; the timed plans then\n"
           "                                use the recorded shapes)\n"
           "                    [--step-layers L]   (also: a device-planned step of L decode\n"
@@ -599,6 +608,15 @@ int Main(int argc, char** argv) {
       chains.push_back(*c);
       std::printf("%s\n", FormatChainFloor(*c).c_str());
     }
+  }
+  if (sm_fill) {
+    absl::StatusOr<std::vector<SmFill>> fills = MeasureSmFill((*h)->backend(), (*h)->device());
+    if (!fills.ok()) {
+      std::fprintf(stderr, "mlajit_bench: sm fill: %s\n",
+                   std::string(fills.status().message()).c_str());
+      return 1;
+    }
+    for (const SmFill& f : *fills) std::printf("%s\n", FormatSmFill(f).c_str());
   }
   std::unique_ptr<ClockMonitor> clocks = OpenClockMonitor(**h);
   absl::StatusOr<std::unique_ptr<StreamHold>> hold =

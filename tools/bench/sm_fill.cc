@@ -1,0 +1,177 @@
+#include "tools/bench/sm_fill.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_format.h"
+#include "src/base/status_macros.h"
+#include "tools/bench/bench_kernel.h"
+#include "tools/bench/device_timing.h"
+#include "tools/harness/decode_harness.h"
+
+namespace mlajit::bench {
+namespace {
+
+// Slot s's mbarrier at byte 8 s, the slots' data from byte 128.
+constexpr const char* kSmFillSource = R"(
+__device__ __forceinline__ void Issue(unsigned bar, unsigned dst, const unsigned char* src,
+                                      unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
+               : "memory");
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
+      ::"r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
+}
+
+__device__ __forceinline__ void Wait(unsigned bar, unsigned parity) {
+  unsigned done = 0;
+  while (!done) {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        " selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+  }
+}
+
+extern "C" __global__ void mlajit_sm_fill(const unsigned char* __restrict__ src,
+                                          unsigned long long cta_stride,
+                                          unsigned long long region, unsigned chunk,
+                                          unsigned slots, unsigned rounds,
+                                          long long* __restrict__ cycles,
+                                          unsigned* __restrict__ sums) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  extern __shared__ __align__(128) unsigned char smem[];
+  if (threadIdx.x != 0) return;
+  const unsigned bars = (unsigned)__cvta_generic_to_shared(smem);
+  const unsigned data = bars + 128;
+  const unsigned char* base = src + blockIdx.x * cta_stride;
+  for (unsigned s = 0; s < slots; ++s) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(bars + 8 * s) : "memory");
+  }
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  auto issue = [&](unsigned r) {
+    const unsigned s = r % slots;
+    Issue(bars + 8 * s, data + s * chunk, base + (unsigned long long)r * chunk % region, chunk);
+  };
+  unsigned sum = 0;
+  const long long start = clock64();
+  for (unsigned r = 0; r < slots && r < rounds; ++r) issue(r);
+  for (unsigned r = 0; r < rounds; ++r) {
+    const unsigned s = r % slots;
+    Wait(bars + 8 * s, (r / slots) & 1);
+    sum += *reinterpret_cast<const volatile unsigned*>(smem + 128 + s * chunk);
+    if (r + slots < rounds) {
+      // The read above is the generic proxy's; the next copy into the slot
+      // is the async proxy's.
+      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+      issue(r + slots);
+    }
+  }
+  cycles[blockIdx.x] = clock64() - start;
+  sums[blockIdx.x] = sum;
+#endif
+}
+)";
+
+constexpr uint32_t kChunk = 16384;
+constexpr int kMaxSlots = 12;
+constexpr unsigned kRounds = 512;                      // 8 MB per CTA
+// From L2: each CTA re-reads its own 256 KB (33 MB for 132 CTAs, inside L2).
+constexpr uint64_t kL2Region = uint64_t{256} << 10;
+constexpr uint8_t kFill = 0x5b;
+constexpr int kTimedRuns = 5;
+
+}  // namespace
+
+const char* SmFillKernelSource() { return kSmFillSource; }
+
+absl::StatusOr<std::vector<SmFill>> MeasureSmFill(gpu::Backend* backend, int device) {
+  MLAJIT_ASSIGN_OR_RETURN(gpu::DeviceProperties props, backend->GetDeviceProperties(device));
+  if (!DependentLaunchOn(props)) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "the SM fill probe needs bulk copies (NVIDIA sm_90 or later); device %d is %s", device,
+        props.arch));
+  }
+  MLAJIT_ASSIGN_OR_RETURN(std::unique_ptr<BenchKernel> fill,
+                          BenchKernel::Load(backend, device, "mlajit_sm_fill", kSmFillSource));
+  const gpu::FunctionHandle kernel = fill->function();
+  const unsigned max_smem = 128 + kMaxSlots * kChunk;
+  MLAJIT_RETURN_IF_ERROR(backend->SetMaxDynamicSharedMemory(kernel, max_smem));
+
+  const int sms = props.sm_count;
+  const uint64_t per_cta = uint64_t{kRounds} * kChunk;
+  MLAJIT_ASSIGN_OR_RETURN(harness::DeviceBuffer src,
+                          harness::DeviceBuffer::Allocate(backend, device, per_cta * sms));
+  MLAJIT_ASSIGN_OR_RETURN(harness::DeviceBuffer cycles, harness::DeviceBuffer::Allocate(
+                                                            backend, device, 8 * sms));
+  MLAJIT_ASSIGN_OR_RETURN(harness::DeviceBuffer sums,
+                          harness::DeviceBuffer::Allocate(backend, device, 4 * sms));
+  gpu::ScopedStream stream(backend, device);
+  MLAJIT_RETURN_IF_ERROR(stream.Create());
+  MLAJIT_RETURN_IF_ERROR(backend->MemsetD8(device, src.ptr(), kFill, per_cta * sms, stream.get()));
+  const uint32_t expected_sum = kRounds * (uint32_t{kFill} * 0x01010101u);
+
+  std::vector<SmFill> out;
+  for (bool from_dram : {false, true}) {
+    for (int ctas : {1, 16, sms / 2, sms}) {
+      for (int slots : {2, 4, 9, kMaxSlots}) {
+        gpu::DevicePtr src_ptr = src.ptr(), cycles_ptr = cycles.ptr(), sums_ptr = sums.ptr();
+        unsigned long long cta_stride = from_dram ? per_cta : kL2Region;
+        unsigned long long region = from_dram ? per_cta : kL2Region;
+        unsigned chunk = kChunk, slot_count = slots, rounds = kRounds;
+        void* args[] = {&src_ptr, &cta_stride, &region, &chunk, &slot_count, &rounds,
+                        &cycles_ptr, &sums_ptr};
+        gpu::LaunchConfig config;
+        config.grid_x = ctas;
+        config.block_x = 32;
+        config.shared_memory_bytes = 128 + slots * kChunk;
+        auto launch = [&](int) { return backend->Launch(device, kernel, config, args, stream.get()); };
+        MLAJIT_RETURN_IF_ERROR(launch(0));
+        MLAJIT_ASSIGN_OR_RETURN(double ms, MedianDeviceMs(backend, device, stream.get(), launch,
+                                                          kTimedRuns));
+        std::vector<int64_t> cta_cycles(ctas);
+        std::vector<uint32_t> cta_sums(ctas);
+        MLAJIT_RETURN_IF_ERROR(backend->MemcpyDtoH(device, cta_cycles.data(), cycles.ptr(),
+                                                   8 * ctas, stream.get()));
+        MLAJIT_RETURN_IF_ERROR(
+            backend->MemcpyDtoH(device, cta_sums.data(), sums.ptr(), 4 * ctas, stream.get()));
+        MLAJIT_RETURN_IF_ERROR(backend->StreamSynchronize(device, stream.get()));
+        std::vector<double> rates;
+        for (int c = 0; c < ctas; ++c) {
+          if (cta_sums[c] != expected_sum || cta_cycles[c] <= 0) {
+            return absl::InternalError(absl::StrFormat(
+                "SM fill: CTA %d summed 0x%08x in %d cycles, expected 0x%08x: a copy did not "
+                "land",
+                c, cta_sums[c], cta_cycles[c], expected_sum));
+          }
+          rates.push_back(static_cast<double>(per_cta) / cta_cycles[c]);
+        }
+        SmFill f;
+        f.from_dram = from_dram;
+        f.ctas = ctas;
+        f.chunk = kChunk;
+        f.slots = slots;
+        f.bytes_per_cta = per_cta;
+        f.bytes_per_cycle = Median(rates);
+        f.launch_us = ms * 1e3;
+        f.total_bytes_per_s = static_cast<double>(per_cta) * ctas / (ms * 1e-3);
+        out.push_back(f);
+      }
+    }
+  }
+  return out;
+}
+
+std::string FormatSmFill(const SmFill& f) {
+  return absl::StrFormat(
+      "sm fill: %-4s %3d CTAs, %2d x %2u KB in flight: %5.1f B/clk per SM (median CTA), "
+      "%5.2f TB/s in all, %7.1f us for %llu MB each",
+      f.from_dram ? "dram" : "l2", f.ctas, f.slots, f.chunk / 1024, f.bytes_per_cycle,
+      f.total_bytes_per_s * 1e-12, f.launch_us,
+      static_cast<unsigned long long>(f.bytes_per_cta >> 20));
+}
+
+}  // namespace mlajit::bench

@@ -1,0 +1,50 @@
+// How fast one SM's shared memory can be filled from global memory by bulk
+// copies (cp.async.bulk, the engine tensor-map copies use), with nothing
+// else running on the SM: a ceiling for kernels that stream whole tiles into
+// shared memory, as the bf16 seesaw does (tools/bench/RESULTS.md v45).
+//
+// Each CTA (one per SM, by its shared memory) keeps `slots` copies of
+// `chunk` bytes in flight, re-issuing a slot as soon as its copy lands, and
+// times itself with the SM's clock; each CTA reads either its own 256 KB over
+// and over (L2-resident after the first pass) or its own 8 MB once (from
+// DRAM: together larger than L2). Only for sm_90 and later.
+//
+//   MLAJIT_ASSIGN_OR_RETURN(std::vector<SmFill> f, MeasureSmFill(backend, 0));
+//   for (const SmFill& x : f) std::printf("%s\n", FormatSmFill(x).c_str());
+#ifndef MLAJIT_TOOLS_BENCH_SM_FILL_H_
+#define MLAJIT_TOOLS_BENCH_SM_FILL_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "src/gpu/backend.h"
+
+namespace mlajit::bench {
+
+struct SmFill {
+  bool from_dram = false;         // 8 MB once per CTA, else 256 KB again and again
+  int ctas = 0;                   // one per SM
+  uint32_t chunk = 0;             // bytes per copy
+  int slots = 0;                  // copies in flight per CTA
+  uint64_t bytes_per_cta = 0;
+  double bytes_per_cycle = 0;     // per SM, the median CTA, by its own clock
+  double total_bytes_per_s = 0;   // all CTAs' bytes over the launch's device time
+  double launch_us = 0;           // median of the timed launches
+};
+
+// The kernel: one thread per CTA issues and waits; every landed chunk's first
+// word is summed so that the host can check that each copy arrived.
+const char* SmFillKernelSource();
+
+// Every combination of source (L2, DRAM), CTA count (1, 16, 66 and every
+// SM) and bytes in flight (2, 4, 9 and 12 slots of 16 KB).
+absl::StatusOr<std::vector<SmFill>> MeasureSmFill(gpu::Backend* backend, int device);
+
+// One line for the bench's report.
+std::string FormatSmFill(const SmFill& f);
+
+}  // namespace mlajit::bench
+
+#endif  // MLAJIT_TOOLS_BENCH_SM_FILL_H_
