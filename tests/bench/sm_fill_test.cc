@@ -15,18 +15,22 @@ namespace {
 
 using ::testing::HasSubstr;
 
-TEST(SmFillKernel, CompilesWithNvrtcForSm90a) {
+TEST(SmFillKernels, CompileWithNvrtcForSm90a) {
   absl::StatusOr<jit::Compiler*> compiler = jit::CompilerForArch("sm_90a");
   if (!compiler.ok()) GTEST_SKIP() << "no compiler for sm_90a: " << compiler.status().message();
   if (!(*compiler)->CheckArch("sm_90a").ok()) GTEST_SKIP() << (*compiler)->Name() << " lacks sm_90a";
-  absl::StatusOr<jit::CompiledBinary> binary =
-      CompileBenchKernel("mlajit_sm_fill", SmFillKernelSource(), "sm_90a");
-  ASSERT_TRUE(binary.ok()) << binary.status();
-  EXPECT_NE(binary->binary.find("mlajit_sm_fill"), std::string::npos);
+  for (SmFillCopy copy : {SmFillCopy::kBulk, SmFillCopy::kCpAsync, SmFillCopy::kLoads}) {
+    const std::string name = KernelName(copy);
+    absl::StatusOr<jit::CompiledBinary> binary =
+        CompileBenchKernel(name, SmFillKernelSource(), "sm_90a");
+    ASSERT_TRUE(binary.ok()) << name << ": " << binary.status();
+    EXPECT_NE(binary->binary.find(name), std::string::npos) << name;
+  }
 }
 
-TEST(FormatSmFill, NamesSourceCtasInFlightAndRates) {
+TEST(FormatSmFill, NamesCopySourceCtasInFlightAndRates) {
   SmFill f;
+  f.copy = SmFillCopy::kCpAsync;
   f.from_dram = true;
   f.ctas = 132;
   f.chunk = 16384;
@@ -36,7 +40,7 @@ TEST(FormatSmFill, NamesSourceCtasInFlightAndRates) {
   f.total_bytes_per_s = 4.1e12;
   f.launch_us = 270.5;
   const std::string line = FormatSmFill(f);
-  EXPECT_THAT(line, HasSubstr("dram"));
+  EXPECT_THAT(line, HasSubstr("cp.async dram"));
   EXPECT_THAT(line, HasSubstr("132 CTAs"));
   EXPECT_THAT(line, HasSubstr(" 9 x 16 KB in flight"));
   EXPECT_THAT(line, HasSubstr("31.2 B/clk per SM"));

@@ -74,6 +74,87 @@ extern "C" __global__ void mlajit_sm_fill(const unsigned char* __restrict__ src,
   sums[blockIdx.x] = sum;
 #endif
 }
+
+template <int PENDING>
+__device__ __forceinline__ void WaitGroups() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING) : "memory");
+}
+
+// The same stream by 16-byte cp.async of every thread, `slots` commit groups
+// in flight (an empty group stands in for each copy past the last).
+extern "C" __global__ void mlajit_sm_fill_cp_async(const unsigned char* __restrict__ src,
+                                                   unsigned long long cta_stride,
+                                                   unsigned long long region, unsigned chunk,
+                                                   unsigned slots, unsigned rounds,
+                                                   long long* __restrict__ cycles,
+                                                   unsigned* __restrict__ sums) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  extern __shared__ __align__(128) unsigned char smem[];
+  const unsigned data = (unsigned)__cvta_generic_to_shared(smem) + 128;
+  const unsigned char* base = src + blockIdx.x * cta_stride;
+  auto issue = [&](unsigned r) {
+    if (r < rounds) {
+      const unsigned s = r % slots;
+      const unsigned char* from = base + (unsigned long long)r * chunk % region;
+      for (unsigned o = threadIdx.x * 16; o < chunk; o += blockDim.x * 16) {
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(data + s * chunk + o),
+                     "l"(from + o) : "memory");
+      }
+    }
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+  };
+  unsigned sum = 0;
+  const long long start = clock64();
+  for (unsigned r = 0; r < slots; ++r) issue(r);
+  for (unsigned r = 0; r < rounds; ++r) {
+    switch (slots) {  // the host passes 4 or 9
+      case 4: WaitGroups<3>(); break;
+      case 9: WaitGroups<8>(); break;
+      default: WaitGroups<0>(); break;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) sum += *reinterpret_cast<const unsigned*>(smem + 128 + r % slots * chunk);
+    __syncthreads();
+    issue(r + slots);
+  }
+  if (threadIdx.x == 0) {
+    cycles[blockIdx.x] = clock64() - start;
+    sums[blockIdx.x] = sum;
+  }
+#endif
+}
+
+// The same bytes loaded into registers (16-byte loads cached in L2 only) by
+// every thread, four rounds unrolled; every word is summed.
+extern "C" __global__ void mlajit_sm_fill_loads(const unsigned char* __restrict__ src,
+                                                unsigned long long cta_stride,
+                                                unsigned long long region, unsigned chunk,
+                                                unsigned slots, unsigned rounds,
+                                                long long* __restrict__ cycles,
+                                                unsigned* __restrict__ sums) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  __shared__ unsigned block_sum;
+  if (threadIdx.x == 0) block_sum = 0;
+  __syncthreads();
+  const unsigned char* base = src + blockIdx.x * cta_stride;
+  unsigned sum = 0;
+  const long long start = clock64();
+#pragma unroll 4
+  for (unsigned r = 0; r < rounds; ++r) {
+    const unsigned char* from = base + (unsigned long long)r * chunk % region;
+    for (unsigned o = threadIdx.x * 16; o < chunk; o += blockDim.x * 16) {
+      const uint4 v = __ldcg(reinterpret_cast<const uint4*>(from + o));
+      sum += v.x + v.y + v.z + v.w;
+    }
+  }
+  atomicAdd(&block_sum, sum);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    cycles[blockIdx.x] = clock64() - start;
+    sums[blockIdx.x] = block_sum;
+  }
+#endif
+}
 )";
 
 constexpr uint32_t kChunk = 16384;
@@ -88,6 +169,15 @@ constexpr int kTimedRuns = 5;
 
 const char* SmFillKernelSource() { return kSmFillSource; }
 
+const char* KernelName(SmFillCopy copy) {
+  switch (copy) {
+    case SmFillCopy::kBulk: return "mlajit_sm_fill";
+    case SmFillCopy::kCpAsync: return "mlajit_sm_fill_cp_async";
+    case SmFillCopy::kLoads: return "mlajit_sm_fill_loads";
+  }
+  return "";
+}
+
 absl::StatusOr<std::vector<SmFill>> MeasureSmFill(gpu::Backend* backend, int device) {
   MLAJIT_ASSIGN_OR_RETURN(gpu::DeviceProperties props, backend->GetDeviceProperties(device));
   if (!DependentLaunchOn(props)) {
@@ -95,12 +185,6 @@ absl::StatusOr<std::vector<SmFill>> MeasureSmFill(gpu::Backend* backend, int dev
         "the SM fill probe needs bulk copies (NVIDIA sm_90 or later); device %d is %s", device,
         props.arch));
   }
-  MLAJIT_ASSIGN_OR_RETURN(std::unique_ptr<BenchKernel> fill,
-                          BenchKernel::Load(backend, device, "mlajit_sm_fill", kSmFillSource));
-  const gpu::FunctionHandle kernel = fill->function();
-  const unsigned max_smem = 128 + kMaxSlots * kChunk;
-  MLAJIT_RETURN_IF_ERROR(backend->SetMaxDynamicSharedMemory(kernel, max_smem));
-
   const int sms = props.sm_count;
   const uint64_t per_cta = uint64_t{kRounds} * kChunk;
   MLAJIT_ASSIGN_OR_RETURN(harness::DeviceBuffer src,
@@ -112,53 +196,72 @@ absl::StatusOr<std::vector<SmFill>> MeasureSmFill(gpu::Backend* backend, int dev
   gpu::ScopedStream stream(backend, device);
   MLAJIT_RETURN_IF_ERROR(stream.Create());
   MLAJIT_RETURN_IF_ERROR(backend->MemsetD8(device, src.ptr(), kFill, per_cta * sms, stream.get()));
-  const uint32_t expected_sum = kRounds * (uint32_t{kFill} * 0x01010101u);
 
   std::vector<SmFill> out;
-  for (bool from_dram : {false, true}) {
-    for (int ctas : {1, 16, sms / 2, sms}) {
-      for (int slots : {2, 4, 9, kMaxSlots}) {
-        gpu::DevicePtr src_ptr = src.ptr(), cycles_ptr = cycles.ptr(), sums_ptr = sums.ptr();
-        unsigned long long cta_stride = from_dram ? per_cta : kL2Region;
-        unsigned long long region = from_dram ? per_cta : kL2Region;
-        unsigned chunk = kChunk, slot_count = slots, rounds = kRounds;
-        void* args[] = {&src_ptr, &cta_stride, &region, &chunk, &slot_count, &rounds,
-                        &cycles_ptr, &sums_ptr};
-        gpu::LaunchConfig config;
-        config.grid_x = ctas;
-        config.block_x = 32;
-        config.shared_memory_bytes = 128 + slots * kChunk;
-        auto launch = [&](int) { return backend->Launch(device, kernel, config, args, stream.get()); };
-        MLAJIT_RETURN_IF_ERROR(launch(0));
-        MLAJIT_ASSIGN_OR_RETURN(double ms, MedianDeviceMs(backend, device, stream.get(), launch,
-                                                          kTimedRuns));
-        std::vector<int64_t> cta_cycles(ctas);
-        std::vector<uint32_t> cta_sums(ctas);
-        MLAJIT_RETURN_IF_ERROR(backend->MemcpyDtoH(device, cta_cycles.data(), cycles.ptr(),
-                                                   8 * ctas, stream.get()));
-        MLAJIT_RETURN_IF_ERROR(
-            backend->MemcpyDtoH(device, cta_sums.data(), sums.ptr(), 4 * ctas, stream.get()));
-        MLAJIT_RETURN_IF_ERROR(backend->StreamSynchronize(device, stream.get()));
-        std::vector<double> rates;
-        for (int c = 0; c < ctas; ++c) {
-          if (cta_sums[c] != expected_sum || cta_cycles[c] <= 0) {
-            return absl::InternalError(absl::StrFormat(
-                "SM fill: CTA %d summed 0x%08x in %d cycles, expected 0x%08x: a copy did not "
-                "land",
-                c, cta_sums[c], cta_cycles[c], expected_sum));
+  for (SmFillCopy copy : {SmFillCopy::kBulk, SmFillCopy::kCpAsync, SmFillCopy::kLoads}) {
+    MLAJIT_ASSIGN_OR_RETURN(std::unique_ptr<BenchKernel> fill,
+                            BenchKernel::Load(backend, device, KernelName(copy), kSmFillSource));
+    const gpu::FunctionHandle kernel = fill->function();
+    MLAJIT_RETURN_IF_ERROR(backend->SetMaxDynamicSharedMemory(kernel, 128 + kMaxSlots * kChunk));
+    const bool bulk = copy == SmFillCopy::kBulk;
+    const std::vector<int> cta_counts =
+        bulk ? std::vector<int>{1, 16, sms / 2, sms} : std::vector<int>{1, sms};
+    const std::vector<int> slot_counts = bulk ? std::vector<int>{2, 4, 9, kMaxSlots}
+                                         : copy == SmFillCopy::kCpAsync ? std::vector<int>{4, 9}
+                                                                        : std::vector<int>{4};
+    // Every word of each copy is summed by the loads; the first word by the others.
+    const uint32_t word = uint32_t{kFill} * 0x01010101u;
+    const uint32_t expected_sum =
+        kRounds * word * (copy == SmFillCopy::kLoads ? kChunk / 4 : 1u);
+    for (bool from_dram : {false, true}) {
+      for (int ctas : cta_counts) {
+        for (int slots : slot_counts) {
+          gpu::DevicePtr src_ptr = src.ptr(), cycles_ptr = cycles.ptr(), sums_ptr = sums.ptr();
+          unsigned long long cta_stride = from_dram ? per_cta : kL2Region;
+          unsigned long long region = from_dram ? per_cta : kL2Region;
+          unsigned chunk = kChunk, slot_count = slots, rounds = kRounds;
+          void* args[] = {&src_ptr, &cta_stride, &region, &chunk, &slot_count, &rounds,
+                          &cycles_ptr, &sums_ptr};
+          gpu::LaunchConfig config;
+          config.grid_x = ctas;
+          config.block_x = bulk ? 32 : 256;
+          // The loads need none, but take as much so that one CTA runs per SM.
+          config.shared_memory_bytes = 128 + slots * kChunk;
+          auto launch = [&](int) {
+            return backend->Launch(device, kernel, config, args, stream.get());
+          };
+          MLAJIT_RETURN_IF_ERROR(launch(0));
+          MLAJIT_ASSIGN_OR_RETURN(double ms, MedianDeviceMs(backend, device, stream.get(), launch,
+                                                            kTimedRuns));
+          std::vector<int64_t> cta_cycles(ctas);
+          std::vector<uint32_t> cta_sums(ctas);
+          MLAJIT_RETURN_IF_ERROR(backend->MemcpyDtoH(device, cta_cycles.data(), cycles.ptr(),
+                                                     8 * ctas, stream.get()));
+          MLAJIT_RETURN_IF_ERROR(
+              backend->MemcpyDtoH(device, cta_sums.data(), sums.ptr(), 4 * ctas, stream.get()));
+          MLAJIT_RETURN_IF_ERROR(backend->StreamSynchronize(device, stream.get()));
+          std::vector<double> rates;
+          for (int c = 0; c < ctas; ++c) {
+            if (cta_sums[c] != expected_sum || cta_cycles[c] <= 0) {
+              return absl::InternalError(absl::StrFormat(
+                  "SM fill (%s): CTA %d summed 0x%08x in %d cycles, expected 0x%08x: a copy "
+                  "did not land",
+                  KernelName(copy), c, cta_sums[c], cta_cycles[c], expected_sum));
+            }
+            rates.push_back(static_cast<double>(per_cta) / cta_cycles[c]);
           }
-          rates.push_back(static_cast<double>(per_cta) / cta_cycles[c]);
+          SmFill f;
+          f.copy = copy;
+          f.from_dram = from_dram;
+          f.ctas = ctas;
+          f.chunk = kChunk;
+          f.slots = slots;
+          f.bytes_per_cta = per_cta;
+          f.bytes_per_cycle = Median(rates);
+          f.launch_us = ms * 1e3;
+          f.total_bytes_per_s = static_cast<double>(per_cta) * ctas / (ms * 1e-3);
+          out.push_back(f);
         }
-        SmFill f;
-        f.from_dram = from_dram;
-        f.ctas = ctas;
-        f.chunk = kChunk;
-        f.slots = slots;
-        f.bytes_per_cta = per_cta;
-        f.bytes_per_cycle = Median(rates);
-        f.launch_us = ms * 1e3;
-        f.total_bytes_per_s = static_cast<double>(per_cta) * ctas / (ms * 1e-3);
-        out.push_back(f);
       }
     }
   }
@@ -167,8 +270,9 @@ absl::StatusOr<std::vector<SmFill>> MeasureSmFill(gpu::Backend* backend, int dev
 
 std::string FormatSmFill(const SmFill& f) {
   return absl::StrFormat(
-      "sm fill: %-4s %3d CTAs, %2d x %2u KB in flight: %5.1f B/clk per SM (median CTA), "
+      "sm fill: %-8s %-4s %3d CTAs, %2d x %2u KB in flight: %5.1f B/clk per SM (median CTA), "
       "%5.2f TB/s in all, %7.1f us for %llu MB each",
+      f.copy == SmFillCopy::kBulk ? "bulk" : f.copy == SmFillCopy::kCpAsync ? "cp.async" : "loads",
       f.from_dram ? "dram" : "l2", f.ctas, f.slots, f.chunk / 1024, f.bytes_per_cycle,
       f.total_bytes_per_s * 1e-12, f.launch_us,
       static_cast<unsigned long long>(f.bytes_per_cta >> 20));

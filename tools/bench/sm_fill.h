@@ -23,23 +23,33 @@
 
 namespace mlajit::bench {
 
+// How the bytes move: bulk copies issued by one thread (completing on an
+// mbarrier), 16-byte cp.async of every thread of 256, or 16-byte loads into
+// registers by 256 threads (nothing written to shared memory).
+enum class SmFillCopy { kBulk, kCpAsync, kLoads };
+
 struct SmFill {
+  SmFillCopy copy = SmFillCopy::kBulk;
   bool from_dram = false;         // 8 MB once per CTA, else 256 KB again and again
   int ctas = 0;                   // one per SM
   uint32_t chunk = 0;             // bytes per copy
-  int slots = 0;                  // copies in flight per CTA
+  int slots = 0;                  // copies (commit groups) in flight per CTA; the loads: 4
+                                  // rounds unrolled
   uint64_t bytes_per_cta = 0;
   double bytes_per_cycle = 0;     // per SM, the median CTA, by its own clock
   double total_bytes_per_s = 0;   // all CTAs' bytes over the launch's device time
   double launch_us = 0;           // median of the timed launches
 };
 
-// The kernel: one thread per CTA issues and waits; every landed chunk's first
-// word is summed so that the host can check that each copy arrived.
+// The kernels, one per SmFillCopy (KernelName): each copied chunk's first
+// word (the loads: every word) is summed so that the host can check that
+// every copy arrived.
 const char* SmFillKernelSource();
+const char* KernelName(SmFillCopy copy);
 
-// Every combination of source (L2, DRAM), CTA count (1, 16, 66 and every
-// SM) and bytes in flight (2, 4, 9 and 12 slots of 16 KB).
+// Bulk copies at every combination of source (L2, DRAM), CTA count (1, 16,
+// half and all SMs) and bytes in flight (2, 4, 9 and 12 slots of 16 KB);
+// cp.async and loads from both sources at 1 and all SMs.
 absl::StatusOr<std::vector<SmFill>> MeasureSmFill(gpu::Backend* backend, int device);
 
 // One line for the bench's report.
