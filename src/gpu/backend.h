@@ -57,6 +57,9 @@ struct LaunchConfig {
   // (griddepcontrol.wait) before touching memory that kernel uses. Ignored by
   // backends without it.
   bool programmatic_dependent = false;
+  // Thread-block clusters of this many CTAs along x (CUDA sm_90+; grid_x a
+  // multiple of it); 1: none. Backends without clusters refuse more than 1.
+  unsigned cluster_x = 1;
 };
 
 // A two-dimensional tensor map over a matrix of bytes (CUDA's tensor memory

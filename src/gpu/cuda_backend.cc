@@ -340,10 +340,19 @@ class CudaBackend final : public Backend {
                       StreamHandle stream) override {
     MLAJIT_RETURN_IF_ERROR(MakeCurrent(device));
     CUresult r;
-    if (c.programmatic_dependent) {
-      CUlaunchAttribute attribute{};
-      attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-      attribute.value.programmaticStreamSerializationAllowed = 1;
+    if (c.programmatic_dependent || c.cluster_x > 1) {
+      CUlaunchAttribute attributes[2] = {};
+      unsigned count = 0;
+      if (c.programmatic_dependent) {
+        attributes[count].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attributes[count++].value.programmaticStreamSerializationAllowed = 1;
+      }
+      if (c.cluster_x > 1) {
+        attributes[count].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+        attributes[count].value.clusterDim.x = c.cluster_x;
+        attributes[count].value.clusterDim.y = 1;
+        attributes[count++].value.clusterDim.z = 1;
+      }
       CUlaunchConfig launch{};
       launch.gridDimX = c.grid_x;
       launch.gridDimY = c.grid_y;
@@ -353,8 +362,8 @@ class CudaBackend final : public Backend {
       launch.blockDimZ = c.block_z;
       launch.sharedMemBytes = c.shared_memory_bytes;
       launch.hStream = static_cast<CUstream>(stream);
-      launch.attrs = &attribute;
-      launch.numAttrs = 1;
+      launch.attrs = attributes;
+      launch.numAttrs = count;
       r = api_.cuLaunchKernelEx(&launch, reinterpret_cast<CUfunction>(f), args, nullptr);
     } else {
       r = api_.cuLaunchKernel(reinterpret_cast<CUfunction>(f), c.grid_x, c.grid_y, c.grid_z,
@@ -365,7 +374,7 @@ class CudaBackend final : public Backend {
       return Error(r, absl::StrCat("cuLaunchKernel(grid=[", c.grid_x, ",", c.grid_y, ",",
                                    c.grid_z, "], block=[", c.block_x, ",", c.block_y, ",",
                                    c.block_z, "], shared_memory_bytes=", c.shared_memory_bytes,
-                                   ") on device ", device));
+                                   ", cluster_x=", c.cluster_x, ") on device ", device));
     }
     return absl::OkStatus();
   }

@@ -338,6 +338,10 @@ class HipBackend final : public Backend {
 
   absl::Status Launch(int device, FunctionHandle f, const LaunchConfig& c, void** args,
                       StreamHandle stream) override {
+    if (c.cluster_x > 1) {
+      return absl::UnimplementedError(absl::StrCat(
+          "Launch: cluster_x=", c.cluster_x, ": thread-block clusters need CUDA sm_90 or later"));
+    }
     MLAJIT_RETURN_IF_ERROR(MakeCurrent(device));
     hipError_t r = api_.hipModuleLaunchKernel(
         reinterpret_cast<hipFunction_t>(f), c.grid_x, c.grid_y, c.grid_z, c.block_x, c.block_y,

@@ -155,6 +155,58 @@ extern "C" __global__ void mlajit_sm_fill_loads(const unsigned char* __restrict_
   }
 #endif
 }
+
+// Loads from the other CTA's shared memory in a cluster of two (each CTA
+// first copies 64 KB of its source there), by every thread; with
+// `l2_threads` > 0 that many threads load from L2 as the loads kernel does
+// instead, so that the two paths into the SM run at once.
+extern "C" __global__ void mlajit_sm_fill_peer(const unsigned char* __restrict__ src,
+                                               unsigned long long cta_stride,
+                                               unsigned long long region, unsigned chunk,
+                                               unsigned l2_threads, unsigned rounds,
+                                               long long* __restrict__ cycles,
+                                               unsigned* __restrict__ sums) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr unsigned PEER_BYTES = 65536;
+  extern __shared__ __align__(128) unsigned char smem[];
+  __shared__ unsigned block_sum;
+  const unsigned char* base = src + blockIdx.x * cta_stride;
+  for (unsigned o = threadIdx.x * 16; o < PEER_BYTES; o += blockDim.x * 16) {
+    *reinterpret_cast<uint4*>(smem + o) = __ldcg(reinterpret_cast<const uint4*>(base + o));
+  }
+  if (threadIdx.x == 0) block_sum = 0;
+  asm volatile("barrier.cluster.arrive.aligned;\nbarrier.cluster.wait.aligned;\n" ::: "memory");
+  unsigned rank, peer;
+  asm("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+  asm("mapa.shared::cluster.u32 %0, %1, %2;\n"
+      : "=r"(peer) : "r"((unsigned)__cvta_generic_to_shared(smem)), "r"(rank ^ 1));
+  const bool from_l2 = threadIdx.x < l2_threads;
+  unsigned sum = 0;
+  const long long start = clock64();
+#pragma unroll 4
+  for (unsigned r = 0; r < rounds; ++r) {
+    for (unsigned o = threadIdx.x * 16; o < chunk; o += blockDim.x * 16) {
+      uint4 v;
+      if (from_l2) {
+        v = __ldcg(reinterpret_cast<const uint4*>(base + (unsigned long long)r * chunk % region + o));
+      } else {
+        asm volatile("ld.shared::cluster.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                     : "r"(peer + (r * chunk + o) % PEER_BYTES));
+      }
+      sum += v.x + v.y + v.z + v.w;
+    }
+  }
+  atomicAdd(&block_sum, sum);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    cycles[blockIdx.x] = clock64() - start;
+    sums[blockIdx.x] = block_sum;
+  }
+  // The peer reads this CTA's shared memory until it is done.
+  asm volatile("barrier.cluster.arrive.aligned;\nbarrier.cluster.wait.aligned;\n" ::: "memory");
+#endif
+}
 )";
 
 constexpr uint32_t kChunk = 16384;
@@ -174,6 +226,8 @@ const char* KernelName(SmFillCopy copy) {
     case SmFillCopy::kBulk: return "mlajit_sm_fill";
     case SmFillCopy::kCpAsync: return "mlajit_sm_fill_cp_async";
     case SmFillCopy::kLoads: return "mlajit_sm_fill_loads";
+    case SmFillCopy::kPeerLoads:
+    case SmFillCopy::kPeerAndL2Loads: return "mlajit_sm_fill_peer";
   }
   return "";
 }
@@ -198,33 +252,41 @@ absl::StatusOr<std::vector<SmFill>> MeasureSmFill(gpu::Backend* backend, int dev
   MLAJIT_RETURN_IF_ERROR(backend->MemsetD8(device, src.ptr(), kFill, per_cta * sms, stream.get()));
 
   std::vector<SmFill> out;
-  for (SmFillCopy copy : {SmFillCopy::kBulk, SmFillCopy::kCpAsync, SmFillCopy::kLoads}) {
+  for (SmFillCopy copy : {SmFillCopy::kBulk, SmFillCopy::kCpAsync, SmFillCopy::kLoads,
+                          SmFillCopy::kPeerLoads, SmFillCopy::kPeerAndL2Loads}) {
     MLAJIT_ASSIGN_OR_RETURN(std::unique_ptr<BenchKernel> fill,
                             BenchKernel::Load(backend, device, KernelName(copy), kSmFillSource));
     const gpu::FunctionHandle kernel = fill->function();
     MLAJIT_RETURN_IF_ERROR(backend->SetMaxDynamicSharedMemory(kernel, 128 + kMaxSlots * kChunk));
     const bool bulk = copy == SmFillCopy::kBulk;
-    const std::vector<int> cta_counts =
-        bulk ? std::vector<int>{1, 16, sms / 2, sms} : std::vector<int>{1, sms};
+    const bool peer = copy == SmFillCopy::kPeerLoads || copy == SmFillCopy::kPeerAndL2Loads;
+    const std::vector<int> cta_counts = bulk   ? std::vector<int>{1, 16, sms / 2, sms}
+                                        : peer ? std::vector<int>{2, sms / 2 * 2}
+                                               : std::vector<int>{1, sms};
     const std::vector<int> slot_counts = bulk ? std::vector<int>{2, 4, 9, kMaxSlots}
                                          : copy == SmFillCopy::kCpAsync ? std::vector<int>{4, 9}
                                                                         : std::vector<int>{4};
     // Every word of each copy is summed by the loads; the first word by the others.
     const uint32_t word = uint32_t{kFill} * 0x01010101u;
     const uint32_t expected_sum =
-        kRounds * word * (copy == SmFillCopy::kLoads ? kChunk / 4 : 1u);
-    for (bool from_dram : {false, true}) {
+        kRounds * word * (copy == SmFillCopy::kBulk || copy == SmFillCopy::kCpAsync ? 1u : kChunk / 4);
+    for (bool from_dram : peer ? std::vector<bool>{false} : std::vector<bool>{false, true}) {
       for (int ctas : cta_counts) {
         for (int slots : slot_counts) {
           gpu::DevicePtr src_ptr = src.ptr(), cycles_ptr = cycles.ptr(), sums_ptr = sums.ptr();
           unsigned long long cta_stride = from_dram ? per_cta : kL2Region;
           unsigned long long region = from_dram ? per_cta : kL2Region;
-          unsigned chunk = kChunk, slot_count = slots, rounds = kRounds;
+          // The peer kernel's fifth argument: how many of its 256 threads load from L2.
+          unsigned chunk = kChunk, rounds = kRounds,
+                   slot_count = !peer                                 ? slots
+                                : copy == SmFillCopy::kPeerAndL2Loads ? 128u
+                                                                      : 0u;
           void* args[] = {&src_ptr, &cta_stride, &region, &chunk, &slot_count, &rounds,
                           &cycles_ptr, &sums_ptr};
           gpu::LaunchConfig config;
           config.grid_x = ctas;
           config.block_x = bulk ? 32 : 256;
+          config.cluster_x = peer ? 2 : 1;
           // The loads need none, but take as much so that one CTA runs per SM.
           config.shared_memory_bytes = 128 + slots * kChunk;
           auto launch = [&](int) {
@@ -268,11 +330,22 @@ absl::StatusOr<std::vector<SmFill>> MeasureSmFill(gpu::Backend* backend, int dev
   return out;
 }
 
+const char* CopyName(SmFillCopy copy) {
+  switch (copy) {
+    case SmFillCopy::kBulk: return "bulk";
+    case SmFillCopy::kCpAsync: return "cp.async";
+    case SmFillCopy::kLoads: return "loads";
+    case SmFillCopy::kPeerLoads: return "peer";
+    case SmFillCopy::kPeerAndL2Loads: return "peer+l2";
+  }
+  return "";
+}
+
 std::string FormatSmFill(const SmFill& f) {
   return absl::StrFormat(
-      "sm fill: %-8s %-4s %3d CTAs, %2d x %2u KB in flight: %5.1f B/clk per SM (median CTA), "
+      "sm fill: %-13s %-4s %3d CTAs, %2d x %2u KB in flight: %5.1f B/clk per SM (median CTA), "
       "%5.2f TB/s in all, %7.1f us for %llu MB each",
-      f.copy == SmFillCopy::kBulk ? "bulk" : f.copy == SmFillCopy::kCpAsync ? "cp.async" : "loads",
+      CopyName(f.copy),
       f.from_dram ? "dram" : "l2", f.ctas, f.slots, f.chunk / 1024, f.bytes_per_cycle,
       f.total_bytes_per_s * 1e-12, f.launch_us,
       static_cast<unsigned long long>(f.bytes_per_cta >> 20));

@@ -25,8 +25,11 @@ namespace mlajit::bench {
 
 // How the bytes move: bulk copies issued by one thread (completing on an
 // mbarrier), 16-byte cp.async of every thread of 256, or 16-byte loads into
-// registers by 256 threads (nothing written to shared memory).
-enum class SmFillCopy { kBulk, kCpAsync, kLoads };
+// registers by 256 threads (nothing written to shared memory); or, in
+// clusters of two CTAs, 16-byte loads from the other CTA's shared memory by
+// all 256 threads, or by 128 while the other 128 load from L2 (does the
+// path between SMs share the SM's port from L2?).
+enum class SmFillCopy { kBulk, kCpAsync, kLoads, kPeerLoads, kPeerAndL2Loads };
 
 struct SmFill {
   SmFillCopy copy = SmFillCopy::kBulk;
@@ -46,10 +49,12 @@ struct SmFill {
 // every copy arrived.
 const char* SmFillKernelSource();
 const char* KernelName(SmFillCopy copy);
+const char* CopyName(SmFillCopy copy);  // as the report line names it
 
 // Bulk copies at every combination of source (L2, DRAM), CTA count (1, 16,
 // half and all SMs) and bytes in flight (2, 4, 9 and 12 slots of 16 KB);
-// cp.async and loads from both sources at 1 and all SMs.
+// cp.async and loads from both sources at 1 and all SMs; the peer loads in
+// one cluster and in as many as the SMs hold.
 absl::StatusOr<std::vector<SmFill>> MeasureSmFill(gpu::Backend* backend, int device);
 
 // One line for the bench's report.
