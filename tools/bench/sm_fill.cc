@@ -287,8 +287,9 @@ absl::StatusOr<std::vector<SmFill>> MeasureSmFill(gpu::Backend* backend, int dev
           config.grid_x = ctas;
           config.block_x = bulk ? 32 : 256;
           config.cluster_x = peer ? 2 : 1;
-          // The loads need none, but take as much so that one CTA runs per SM.
-          config.shared_memory_bytes = 128 + slots * kChunk;
+          // More than half an SM's shared memory whatever the kernel uses, so
+          // that no two CTAs share an SM.
+          config.shared_memory_bytes = 128 + kMaxSlots * kChunk;
           auto launch = [&](int) {
             return backend->Launch(device, kernel, config, args, stream.get());
           };
