@@ -20,7 +20,7 @@ TEST(SmFillKernels, CompileWithNvrtcForSm90a) {
   if (!compiler.ok()) GTEST_SKIP() << "no compiler for sm_90a: " << compiler.status().message();
   if (!(*compiler)->CheckArch("sm_90a").ok()) GTEST_SKIP() << (*compiler)->Name() << " lacks sm_90a";
   for (SmFillCopy copy : {SmFillCopy::kBulk, SmFillCopy::kCpAsync, SmFillCopy::kLoads,
-                          SmFillCopy::kPeerLoads}) {
+                          SmFillCopy::kPeerLoads, SmFillCopy::kMulticast}) {
     const std::string name = KernelName(copy);
     absl::StatusOr<jit::CompiledBinary> binary =
         CompileBenchKernel(name, SmFillKernelSource(), "sm_90a");

@@ -207,6 +207,80 @@ extern "C" __global__ void mlajit_sm_fill_peer(const unsigned char* __restrict__
   asm volatile("barrier.cluster.arrive.aligned;\nbarrier.cluster.wait.aligned;\n" ::: "memory");
 #endif
 }
+
+// Bulk copies multicast in a cluster of two: each CTA copies half of every
+// chunk into both CTAs' slot, so each SM takes in whole chunks while its own
+// copy engine issues half of them. A slot is re-used once both CTAs have read
+// it (each arrives on both CTAs' `empty` barrier). Slot s: full at 8 s, empty
+// at 128 + 8 s, data from 256.
+extern "C" __global__ void mlajit_sm_fill_multicast(const unsigned char* __restrict__ src,
+                                                    unsigned long long cta_stride,
+                                                    unsigned long long region, unsigned chunk,
+                                                    unsigned slots, unsigned rounds,
+                                                    long long* __restrict__ cycles,
+                                                    unsigned* __restrict__ sums) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  extern __shared__ __align__(128) unsigned char smem[];
+  const unsigned full = (unsigned)__cvta_generic_to_shared(smem);
+  const unsigned empty = full + 128, data = full + 256;
+  unsigned rank;
+  asm("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+  if (threadIdx.x == 0) {
+    for (unsigned s = 0; s < slots; ++s) {
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(full + 8 * s) : "memory");
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 2;\n" ::"r"(empty + 8 * s) : "memory");
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  // Both CTAs' barriers exist before either copies into or arrives on them.
+  asm volatile("barrier.cluster.arrive.aligned;\nbarrier.cluster.wait.aligned;\n" ::: "memory");
+  if (threadIdx.x == 0) {
+    const unsigned char* base = src + (blockIdx.x / 2) * cta_stride;  // the cluster's stream
+    const unsigned half = chunk / 2;
+    unsigned empty_in[2];
+#pragma unroll
+    for (unsigned c = 0; c < 2; ++c) {
+      asm("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(empty_in[c]) : "r"(empty), "r"(c));
+    }
+    auto issue = [&](unsigned r) {
+      const unsigned s = r % slots;
+      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(full + 8 * s),
+                   "r"(chunk) : "memory");
+      asm volatile(
+          "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+          " [%0], [%1], %2, [%3], %4;\n"
+          ::"r"(data + s * chunk + rank * half),
+          "l"(base + (unsigned long long)r * chunk % region + rank * half), "r"(half),
+          "r"(full + 8 * s), "h"((unsigned short)3) : "memory");
+    };
+    unsigned sum = 0;
+    const long long start = clock64();
+    for (unsigned r = 0; r < slots && r < rounds; ++r) issue(r);
+    for (unsigned r = 0; r < rounds; ++r) {
+      const unsigned s = r % slots, parity = (r / slots) & 1;
+      Wait(full + 8 * s, parity);
+      // One word of each CTA's half.
+      sum += *reinterpret_cast<const volatile unsigned*>(smem + 256 + s * chunk) +
+             *reinterpret_cast<const volatile unsigned*>(smem + 256 + s * chunk + half);
+#pragma unroll
+      for (unsigned c = 0; c < 2; ++c) {
+        asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n"
+                     ::"r"(empty_in[c] + 8 * s) : "memory");
+      }
+      if (r + slots < rounds) {
+        Wait(empty + 8 * s, parity);  // both CTAs have read round r from slot s
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        issue(r + slots);
+      }
+    }
+    cycles[blockIdx.x] = clock64() - start;
+    sums[blockIdx.x] = sum;
+  }
+  // Neither CTA exits while the other may still copy into it or arrive on it.
+  __syncwarp();
+  asm volatile("barrier.cluster.arrive.aligned;\nbarrier.cluster.wait.aligned;\n" ::: "memory");
+#endif
+}
 )";
 
 constexpr uint32_t kChunk = 16384;
@@ -228,6 +302,7 @@ const char* KernelName(SmFillCopy copy) {
     case SmFillCopy::kLoads: return "mlajit_sm_fill_loads";
     case SmFillCopy::kPeerLoads:
     case SmFillCopy::kPeerAndL2Loads: return "mlajit_sm_fill_peer";
+    case SmFillCopy::kMulticast: return "mlajit_sm_fill_multicast";
   }
   return "";
 }
@@ -253,23 +328,30 @@ absl::StatusOr<std::vector<SmFill>> MeasureSmFill(gpu::Backend* backend, int dev
 
   std::vector<SmFill> out;
   for (SmFillCopy copy : {SmFillCopy::kBulk, SmFillCopy::kCpAsync, SmFillCopy::kLoads,
-                          SmFillCopy::kPeerLoads, SmFillCopy::kPeerAndL2Loads}) {
+                          SmFillCopy::kPeerLoads, SmFillCopy::kPeerAndL2Loads,
+                          SmFillCopy::kMulticast}) {
     MLAJIT_ASSIGN_OR_RETURN(std::unique_ptr<BenchKernel> fill,
                             BenchKernel::Load(backend, device, KernelName(copy), kSmFillSource));
     const gpu::FunctionHandle kernel = fill->function();
     MLAJIT_RETURN_IF_ERROR(backend->SetMaxDynamicSharedMemory(kernel, 128 + kMaxSlots * kChunk));
     const bool bulk = copy == SmFillCopy::kBulk;
     const bool peer = copy == SmFillCopy::kPeerLoads || copy == SmFillCopy::kPeerAndL2Loads;
-    const std::vector<int> cta_counts = bulk   ? std::vector<int>{1, 16, sms / 2, sms}
-                                        : peer ? std::vector<int>{2, sms / 2 * 2}
-                                               : std::vector<int>{1, sms};
+    const bool multicast = copy == SmFillCopy::kMulticast;
+    const bool clustered = peer || multicast;
+    const std::vector<int> cta_counts = bulk        ? std::vector<int>{1, 16, sms / 2, sms}
+                                        : clustered ? std::vector<int>{2, sms / 2 * 2}
+                                                    : std::vector<int>{1, sms};
     const std::vector<int> slot_counts = bulk ? std::vector<int>{2, 4, 9, kMaxSlots}
-                                         : copy == SmFillCopy::kCpAsync ? std::vector<int>{4, 9}
-                                                                        : std::vector<int>{4};
-    // Every word of each copy is summed by the loads; the first word by the others.
+                                         : copy == SmFillCopy::kCpAsync || multicast
+                                             ? std::vector<int>{4, 9}
+                                             : std::vector<int>{4};
+    // The loads sum every word of each copy, the multicast one word of each
+    // half, the others the first word.
     const uint32_t word = uint32_t{kFill} * 0x01010101u;
-    const uint32_t expected_sum =
-        kRounds * word * (copy == SmFillCopy::kBulk || copy == SmFillCopy::kCpAsync ? 1u : kChunk / 4);
+    const uint32_t words_per_chunk = bulk || copy == SmFillCopy::kCpAsync ? 1u
+                                     : multicast                          ? 2u
+                                                                          : kChunk / 4;
+    const uint32_t expected_sum = kRounds * word * words_per_chunk;
     for (bool from_dram : peer ? std::vector<bool>{false} : std::vector<bool>{false, true}) {
       for (int ctas : cta_counts) {
         for (int slots : slot_counts) {
@@ -285,8 +367,8 @@ absl::StatusOr<std::vector<SmFill>> MeasureSmFill(gpu::Backend* backend, int dev
                           &cycles_ptr, &sums_ptr};
           gpu::LaunchConfig config;
           config.grid_x = ctas;
-          config.block_x = bulk ? 32 : 256;
-          config.cluster_x = peer ? 2 : 1;
+          config.block_x = bulk || multicast ? 32 : 256;
+          config.cluster_x = clustered ? 2 : 1;
           // More than half an SM's shared memory whatever the kernel uses, so
           // that no two CTAs share an SM.
           config.shared_memory_bytes = 128 + kMaxSlots * kChunk;
@@ -338,6 +420,7 @@ const char* CopyName(SmFillCopy copy) {
     case SmFillCopy::kLoads: return "loads";
     case SmFillCopy::kPeerLoads: return "peer";
     case SmFillCopy::kPeerAndL2Loads: return "peer+l2";
+    case SmFillCopy::kMulticast: return "multicast";
   }
   return "";
 }

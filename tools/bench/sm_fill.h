@@ -28,8 +28,10 @@ namespace mlajit::bench {
 // registers by 256 threads (nothing written to shared memory); or, in
 // clusters of two CTAs, 16-byte loads from the other CTA's shared memory by
 // all 256 threads, or by 128 while the other 128 load from L2 (does the
-// path between SMs share the SM's port from L2?).
-enum class SmFillCopy { kBulk, kCpAsync, kLoads, kPeerLoads, kPeerAndL2Loads };
+// path between SMs share the SM's port from L2?), or bulk copies multicast
+// to both CTAs, each CTA issuing half of every chunk (is the limit the SM's
+// port or its copy engine?).
+enum class SmFillCopy { kBulk, kCpAsync, kLoads, kPeerLoads, kPeerAndL2Loads, kMulticast };
 
 struct SmFill {
   SmFillCopy copy = SmFillCopy::kBulk;
@@ -53,8 +55,9 @@ const char* CopyName(SmFillCopy copy);  // as the report line names it
 
 // Bulk copies at every combination of source (L2, DRAM), CTA count (1, 16,
 // half and all SMs) and bytes in flight (2, 4, 9 and 12 slots of 16 KB);
-// cp.async and loads from both sources at 1 and all SMs; the peer loads in
-// one cluster and in as many as the SMs hold.
+// cp.async and loads from both sources at 1 and all SMs; the peer loads (L2)
+// and the multicast copies (L2, DRAM; 4 and 9 slots) in one cluster and in
+// as many as the SMs hold.
 absl::StatusOr<std::vector<SmFill>> MeasureSmFill(gpu::Backend* backend, int device);
 
 // One line for the bench's report.
