@@ -9,7 +9,8 @@
 // its work items; the bf16 seesaw counts pairs of tiles), one thread per role
 // (the scorer; each accumulating warp; each warp of the seesaw),
 // and the merge kernel of that call prints the stamps (so only calls with a
-// split merge print), one line per tile and role:
+// split merge print: a printf in the decode kernel itself makes ptxas
+// serialise its wgmmas, C7510), one line per tile and role:
 //   mla_timeline tile T role R: c0 c1 ... (cycles since the first stamp; -1: none)
 // tools/bench/timeline.py turns a run's lines into per-step medians. Off, every
 // stamp compiles to nothing (the PTX is the same as without them). On, the
