@@ -1,5 +1,6 @@
 // The launch floor's host side: its kernel, the chain probe's two
-// (chain_floor.h) and the stream hold's compile for
+// (chain_floor.h), the SM fill probe's (sm_fill.h, sm_90a only) and the
+// stream hold's compile for
 // the targets the bench runs on (NVRTC sm_90a with the dependent-launch
 // instructions, hiprtc gfx90a without), and its report line. The timings
 // need a GPU.
@@ -12,6 +13,7 @@
 #include "src/jit/compiler.h"
 #include "tools/bench/bench_kernel.h"
 #include "tools/bench/chain_floor.h"
+#include "tools/bench/sm_fill.h"
 #include "tools/bench/stream_hold.h"
 
 namespace mlajit::bench {
@@ -44,6 +46,14 @@ TEST(LaunchFloorKernel, CompilesWithHiprtcForGfx90a) { ExpectLaunchFloorKernelCo
 TEST(StreamHoldKernel, CompilesWithNvrtcForSm90a) { ExpectStreamHoldKernelCompiles("sm_90a"); }
 TEST(StreamHoldKernel, CompilesWithNvrtcForSm80) { ExpectStreamHoldKernelCompiles("sm_80"); }
 TEST(StreamHoldKernel, CompilesWithHiprtcForGfx90a) { ExpectStreamHoldKernelCompiles("gfx90a"); }
+
+// The SM fill probe's source holds one kernel per way of copying.
+TEST(SmFillKernels, CompileWithNvrtcForSm90a) {
+  for (SmFillCopy copy : {SmFillCopy::kBulk, SmFillCopy::kCpAsync, SmFillCopy::kLoads,
+                          SmFillCopy::kPeerLoads, SmFillCopy::kMulticast}) {
+    ExpectBenchKernelCompiles(KernelName(copy), SmFillKernelSource(), "sm_90a");
+  }
+}
 
 // The chain probe's source holds both kernels; each is looked up by name.
 void ExpectChainFloorKernelsCompile(const std::string& arch) {

@@ -1,33 +1,17 @@
-// The SM fill probe's host side: its kernels compile for sm_90a with NVRTC
-// (bulk copies, mbarriers and cluster loads in inline PTX), and its report
-// line names every figure. The measurement itself needs a GPU.
+// The SM fill probe's report line names every figure (its kernels' compile
+// is in launch_floor_test.cc with the bench's other kernels). The
+// measurement itself needs a GPU.
 #include "tools/bench/sm_fill.h"
 
 #include <string>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "src/jit/compiler.h"
-#include "tools/bench/bench_kernel.h"
 
 namespace mlajit::bench {
 namespace {
 
 using ::testing::HasSubstr;
-
-TEST(SmFillKernels, CompileWithNvrtcForSm90a) {
-  absl::StatusOr<jit::Compiler*> compiler = jit::CompilerForArch("sm_90a");
-  if (!compiler.ok()) GTEST_SKIP() << "no compiler for sm_90a: " << compiler.status().message();
-  if (!(*compiler)->CheckArch("sm_90a").ok()) GTEST_SKIP() << (*compiler)->Name() << " lacks sm_90a";
-  for (SmFillCopy copy : {SmFillCopy::kBulk, SmFillCopy::kCpAsync, SmFillCopy::kLoads,
-                          SmFillCopy::kPeerLoads, SmFillCopy::kMulticast}) {
-    const std::string name = KernelName(copy);
-    absl::StatusOr<jit::CompiledBinary> binary =
-        CompileBenchKernel(name, SmFillKernelSource(), "sm_90a");
-    ASSERT_TRUE(binary.ok()) << name << ": " << binary.status();
-    EXPECT_NE(binary->binary.find(name), std::string::npos) << name;
-  }
-}
 
 TEST(FormatSmFill, NamesCopySourceCtasInFlightAndRates) {
   SmFill f;

@@ -17,10 +17,44 @@ namespace {
 
 // Slot s's mbarrier at byte 8 s, the slots' data from byte 128.
 constexpr const char* kSmFillSource = R"(
-__device__ __forceinline__ void Issue(unsigned bar, unsigned dst, const unsigned char* src,
-                                      unsigned bytes) {
+// `count` mbarriers of `arrivals` each, 8 bytes apart from `bars`.
+__device__ __forceinline__ void InitBarriers(unsigned bars, unsigned count, unsigned arrivals) {
+  for (unsigned s = 0; s < count; ++s) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bars + 8 * s), "r"(arrivals)
+                 : "memory");
+  }
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
+__device__ __forceinline__ void ExpectBytes(unsigned bar, unsigned bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
                : "memory");
+}
+
+__device__ __forceinline__ void ClusterSync() {
+  asm volatile("barrier.cluster.arrive.aligned;\nbarrier.cluster.wait.aligned;\n" ::: "memory");
+}
+
+// Every thread's `sum` added up, returned to all (two barriers).
+__device__ __forceinline__ unsigned BlockSum(unsigned sum) {
+  __shared__ unsigned total;
+  if (threadIdx.x == 0) total = 0;
+  __syncthreads();
+  atomicAdd(&total, sum);
+  __syncthreads();
+  return total;
+}
+
+// This CTA's cycles since `start` and checksum, for the host.
+__device__ __forceinline__ void Record(long long* cycles, unsigned* sums, long long start,
+                                       unsigned sum) {
+  cycles[blockIdx.x] = clock64() - start;
+  sums[blockIdx.x] = sum;
+}
+
+__device__ __forceinline__ void Issue(unsigned bar, unsigned dst, const unsigned char* src,
+                                      unsigned bytes) {
+  ExpectBytes(bar, bytes);
   asm volatile(
       "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
       ::"r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
@@ -48,10 +82,7 @@ extern "C" __global__ void mlajit_sm_fill(const unsigned char* __restrict__ src,
   const unsigned bars = (unsigned)__cvta_generic_to_shared(smem);
   const unsigned data = bars + 128;
   const unsigned char* base = src + blockIdx.x * cta_stride;
-  for (unsigned s = 0; s < slots; ++s) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(bars + 8 * s) : "memory");
-  }
-  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  InitBarriers(bars, slots, 1);
   auto issue = [&](unsigned r) {
     const unsigned s = r % slots;
     Issue(bars + 8 * s, data + s * chunk, base + (unsigned long long)r * chunk % region, chunk);
@@ -70,8 +101,7 @@ extern "C" __global__ void mlajit_sm_fill(const unsigned char* __restrict__ src,
       issue(r + slots);
     }
   }
-  cycles[blockIdx.x] = clock64() - start;
-  sums[blockIdx.x] = sum;
+  Record(cycles, sums, start, sum);
 #endif
 }
 
@@ -117,10 +147,7 @@ extern "C" __global__ void mlajit_sm_fill_cp_async(const unsigned char* __restri
     __syncthreads();
     issue(r + slots);
   }
-  if (threadIdx.x == 0) {
-    cycles[blockIdx.x] = clock64() - start;
-    sums[blockIdx.x] = sum;
-  }
+  if (threadIdx.x == 0) Record(cycles, sums, start, sum);
 #endif
 }
 
@@ -133,9 +160,6 @@ extern "C" __global__ void mlajit_sm_fill_loads(const unsigned char* __restrict_
                                                 long long* __restrict__ cycles,
                                                 unsigned* __restrict__ sums) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  __shared__ unsigned block_sum;
-  if (threadIdx.x == 0) block_sum = 0;
-  __syncthreads();
   const unsigned char* base = src + blockIdx.x * cta_stride;
   unsigned sum = 0;
   const long long start = clock64();
@@ -147,12 +171,8 @@ extern "C" __global__ void mlajit_sm_fill_loads(const unsigned char* __restrict_
       sum += v.x + v.y + v.z + v.w;
     }
   }
-  atomicAdd(&block_sum, sum);
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    cycles[blockIdx.x] = clock64() - start;
-    sums[blockIdx.x] = block_sum;
-  }
+  sum = BlockSum(sum);
+  if (threadIdx.x == 0) Record(cycles, sums, start, sum);
 #endif
 }
 
@@ -169,13 +189,11 @@ extern "C" __global__ void mlajit_sm_fill_peer(const unsigned char* __restrict__
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   constexpr unsigned PEER_BYTES = 65536;
   extern __shared__ __align__(128) unsigned char smem[];
-  __shared__ unsigned block_sum;
   const unsigned char* base = src + blockIdx.x * cta_stride;
   for (unsigned o = threadIdx.x * 16; o < PEER_BYTES; o += blockDim.x * 16) {
     *reinterpret_cast<uint4*>(smem + o) = __ldcg(reinterpret_cast<const uint4*>(base + o));
   }
-  if (threadIdx.x == 0) block_sum = 0;
-  asm volatile("barrier.cluster.arrive.aligned;\nbarrier.cluster.wait.aligned;\n" ::: "memory");
+  ClusterSync();
   unsigned rank, peer;
   asm("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
   asm("mapa.shared::cluster.u32 %0, %1, %2;\n"
@@ -197,14 +215,10 @@ extern "C" __global__ void mlajit_sm_fill_peer(const unsigned char* __restrict__
       sum += v.x + v.y + v.z + v.w;
     }
   }
-  atomicAdd(&block_sum, sum);
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    cycles[blockIdx.x] = clock64() - start;
-    sums[blockIdx.x] = block_sum;
-  }
+  sum = BlockSum(sum);
+  if (threadIdx.x == 0) Record(cycles, sums, start, sum);
   // The peer reads this CTA's shared memory until it is done.
-  asm volatile("barrier.cluster.arrive.aligned;\nbarrier.cluster.wait.aligned;\n" ::: "memory");
+  ClusterSync();
 #endif
 }
 
@@ -226,14 +240,11 @@ extern "C" __global__ void mlajit_sm_fill_multicast(const unsigned char* __restr
   unsigned rank;
   asm("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
   if (threadIdx.x == 0) {
-    for (unsigned s = 0; s < slots; ++s) {
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(full + 8 * s) : "memory");
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], 2;\n" ::"r"(empty + 8 * s) : "memory");
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    InitBarriers(full, slots, 1);
+    InitBarriers(empty, slots, 2);
   }
   // Both CTAs' barriers exist before either copies into or arrives on them.
-  asm volatile("barrier.cluster.arrive.aligned;\nbarrier.cluster.wait.aligned;\n" ::: "memory");
+  ClusterSync();
   if (threadIdx.x == 0) {
     const unsigned char* base = src + (blockIdx.x / 2) * cta_stride;  // the cluster's stream
     const unsigned half = chunk / 2;
@@ -244,8 +255,7 @@ extern "C" __global__ void mlajit_sm_fill_multicast(const unsigned char* __restr
     }
     auto issue = [&](unsigned r) {
       const unsigned s = r % slots;
-      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(full + 8 * s),
-                   "r"(chunk) : "memory");
+      ExpectBytes(full + 8 * s, chunk);  // both halves land on it
       asm volatile(
           "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
           " [%0], [%1], %2, [%3], %4;\n"
@@ -273,12 +283,11 @@ extern "C" __global__ void mlajit_sm_fill_multicast(const unsigned char* __restr
         issue(r + slots);
       }
     }
-    cycles[blockIdx.x] = clock64() - start;
-    sums[blockIdx.x] = sum;
+    Record(cycles, sums, start, sum);
   }
   // Neither CTA exits while the other may still copy into it or arrive on it.
   __syncwarp();
-  asm volatile("barrier.cluster.arrive.aligned;\nbarrier.cluster.wait.aligned;\n" ::: "memory");
+  ClusterSync();
 #endif
 }
 )";
