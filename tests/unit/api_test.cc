@@ -6,6 +6,7 @@
 #include "gtest/gtest.h"
 #include "mlajit/mlajit.h"
 #include "src/gpu/backend.h"
+#include "tests/unit/temp_dir.h"
 
 namespace {
 
@@ -58,10 +59,10 @@ TEST(CppApi, StatusCarriesTheMessage) {
 }
 
 TEST(CppApi, CacheWarmsWithoutAGpu) {
-  char dir[] = "/tmp/mlajit-cpp-api-XXXXXX";
-  ASSERT_NE(mkdtemp(dir), nullptr);
+  mlajit::test_support::TempDir dir;
+  ASSERT_FALSE(dir.path().empty());
   mlajit_cache_options_t o = MLAJIT_CACHE_OPTIONS_INIT;
-  o.cache_dir = dir;
+  o.cache_dir = dir.path().c_str();
   auto cache = mlajit::KernelCache::Open(&o);
   ASSERT_TRUE(cache.ok()) << cache.status();
   auto stats = cache->StatsJson();

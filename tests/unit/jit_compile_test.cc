@@ -22,6 +22,7 @@
 #include "src/jit/template_store.h"
 #include "src/plan/tile_policy.h"
 #include "tests/unit/scoped_env.h"
+#include "tests/unit/temp_dir.h"
 
 namespace mlajit::jit {
 namespace {
@@ -30,15 +31,7 @@ using ::testing::Contains;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using test_support::ScopedEnv;
-
-std::string FreshDir(const std::string& name) {
-  std::string dir = ::testing::TempDir() + "/" + name + "_" + std::to_string(getpid());
-  EXPECT_EQ(
-      std::system(
-          ("rm -rf '" + dir + "' && mkdir -p '" + dir + "' && chmod 700 '" + dir + "'").c_str()),
-      0);
-  return dir;
-}
+using test_support::TempDir;
 
 std::shared_ptr<cache::KernelCache> MemoryCache() {
   cache::CacheOptions o;
@@ -102,9 +95,10 @@ void CompileEveryTemplate(const std::string& arch) {
 TEST(JitCompile, SharedCompilerIsOnePerCacheConfiguration) {
   REQUIRE_COMPILER("sm_90a");
   cache::CacheOptions a;
-  a.cache_dir = FreshDir("shared_a");
+  TempDir dir_a, dir_b;
+  a.cache_dir = dir_a.path();
   cache::CacheOptions b = a;
-  b.cache_dir = FreshDir("shared_b");
+  b.cache_dir = dir_b.path();
   auto first = KernelCompiler::Shared(a);
   ASSERT_TRUE(first.ok()) << first.status();
   auto again = KernelCompiler::Shared(a);
@@ -412,7 +406,8 @@ TEST(JitCompile, HiprtcRefusesTargetsItsCompilerDoesNotKnow) {
 
 TEST(JitCompile, BrokenTemplateIsInternalWithLogOptionsAndSavedSource) {
   REQUIRE_COMPILER("sm_90a");
-  std::string saved = FreshDir("jit_failed");
+  TempDir saved_dir;
+  const std::string& saved = saved_dir.path();
   KernelCompilerOptions o;
   o.templates = TemplateStore::FromFiles(
       {{"broken.cu.in",
@@ -445,7 +440,8 @@ TEST(JitCompile, BrokenTemplateIsInternalWithLogOptionsAndSavedSource) {
 
 TEST(JitCompile, DisabledJitFailsOnAMissAndServesAHit) {
   REQUIRE_COMPILER("sm_90a");
-  std::string dir = FreshDir("jit_disable");
+  TempDir temp;
+  const std::string& dir = temp.path();
   KernelSpec warm;
   warm.template_name = "probe";
   KernelSpec cold = warm;

@@ -11,6 +11,7 @@
 #include "src/jit/kernel_spec.h"
 #include "src/jit/renderer.h"
 #include "src/jit/template_store.h"
+#include "tests/unit/temp_dir.h"
 
 namespace mlajit::jit {
 namespace {
@@ -158,8 +159,9 @@ TEST(JitTemplates, EveryEmbeddedTemplateRenders) {
 }
 
 TEST(JitTemplates, DirectoryOverrideReadsTheFolder) {
-  std::string dir = ::testing::TempDir() + "/jit_renderer_tpl";
-  ASSERT_EQ(std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()), 0);
+  test_support::TempDir temp;
+  ASSERT_FALSE(temp.path().empty());
+  const std::string& dir = temp.path();
   std::ofstream(dir + "/mine.cu.in") << "#include \"h.cuh\"\nint v = {{num_heads}};\n";
   std::ofstream(dir + "/h.cuh") << "int h;\n";
   setenv("MLAJIT_TEMPLATE_DIR", dir.c_str(), 1);
