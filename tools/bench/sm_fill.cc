@@ -412,6 +412,8 @@ absl::StatusOr<std::vector<SmFill>> MeasureSmFill(gpu::Backend* backend, int dev
           f.slots = slots;
           f.bytes_per_cta = per_cta;
           f.bytes_per_cycle = Median(rates);
+          f.slowest_bytes_per_cycle = *std::min_element(rates.begin(), rates.end());
+          f.fastest_bytes_per_cycle = *std::max_element(rates.begin(), rates.end());
           f.launch_us = ms * 1e3;
           f.total_bytes_per_s = static_cast<double>(per_cta) * ctas / (ms * 1e-3);
           out.push_back(f);
@@ -436,11 +438,11 @@ const char* CopyName(SmFillCopy copy) {
 
 std::string FormatSmFill(const SmFill& f) {
   return absl::StrFormat(
-      "sm fill: %-13s %-4s %3d CTAs, %2d x %2u KB in flight: %5.1f B/clk per SM (median CTA), "
-      "%5.2f TB/s in all, %7.1f us for %llu MB each",
+      "sm fill: %-13s %-4s %3d CTAs, %2d x %2u KB in flight: %5.1f B/clk per SM (median CTA; "
+      "%5.1f-%5.1f), %5.2f TB/s in all, %7.1f us for %llu MB each",
       CopyName(f.copy),
       f.from_dram ? "dram" : "l2", f.ctas, f.slots, f.chunk / 1024, f.bytes_per_cycle,
-      f.total_bytes_per_s * 1e-12, f.launch_us,
+      f.slowest_bytes_per_cycle, f.fastest_bytes_per_cycle, f.total_bytes_per_s * 1e-12, f.launch_us,
       static_cast<unsigned long long>(f.bytes_per_cta >> 20));
 }
 

@@ -42,6 +42,8 @@ struct SmFill {
                                   // rounds unrolled
   uint64_t bytes_per_cta = 0;
   double bytes_per_cycle = 0;     // per SM, the median CTA, by its own clock
+  double slowest_bytes_per_cycle = 0;  // the slowest and fastest CTA: does any SM fill
+  double fastest_bytes_per_cycle = 0;  // slower than the rest (which a call then waits for)?
   double total_bytes_per_s = 0;   // all CTAs' bytes in over the launch's device time (the
                                   // multicast reads half of them from memory)
   double launch_us = 0;           // median of the timed launches
