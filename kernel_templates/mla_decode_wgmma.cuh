@@ -474,9 +474,12 @@ MLA_INLINE void DecodeCta(const MlaDecodeParams& p) {
   int stamps[2] = {0, 0};
   ForEachWorkItem(p, [&](const MlaWorkItem& item, const MlaSeqInfo& seq, const MlaWorkItem& next,
                          MlaSeqInfo& next_seq) {
+    mla_timeline::GridItemStart(stamps[1], RangeOf(item, seq).num_tiles);
     ProcessItem(p, item, seq, sm, q_scale, next, next_seq, g, tma_phase, stamps);
+    mla_timeline::GridItemEnd(stamps[1] - 1);  // (ProcessItem counted it)
   });
   mla_timeline::EndLaunch(0);
+  mla_timeline::GridExit(0);
 }
 
 }  // namespace mla_wgmma

@@ -621,19 +621,23 @@ MLA_INLINE void DecodeCta(const MlaDecodeParams& p) {
   const float q_scale = Q_MODE == Q_MODE_FP8 ? QScaleFromAmax(*p.q_amax) : 1.0f;
   mla_timeline::BeginLaunch();  // (the first item starts with a barrier)
   int seesaw_pairs = 0;         // the timeline's count of the seesaw's pairs
+  int items = 0;                // and of the work items
   mla_wgmma::ForEachWorkItem(p, [&](const MlaWorkItem& item, const MlaSeqInfo& seq,
                                     const MlaWorkItem& next, MlaSeqInfo& next_seq) {
     // bf16 items of many tiles take the seesaw; short ones (split pieces)
     // the two-stage schedule, whose start is shorter (RESULTS.md v41).
     const int num_tiles = mla_wgmma::RangeOf(item, seq, ROWS).num_tiles;
+    mla_timeline::GridItemStart(items, num_tiles);
     if (SEESAW && num_tiles >= SEESAW_MIN_TILES) {
       ProcessItemSeesaw(p, item, seq, sm, q_scale, next, next_seq, seesaw_pairs);
       seesaw_pairs += (num_tiles + 1) / 2;
     } else {
       ProcessItem(p, item, seq, sm, q_scale, next, next_seq);
     }
+    mla_timeline::GridItemEnd(items++);
   });
   mla_timeline::EndLaunch(0);  // after the last item's closing barrier
+  mla_timeline::GridExit(0);
 }
 
 }  // namespace mla_wgmma_rows

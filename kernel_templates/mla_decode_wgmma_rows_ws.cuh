@@ -600,12 +600,15 @@ MLA_INLINE void DecodeCta(const MlaDecodeParams& p) {
   }
   __syncthreads();
   const float q_scale = Q_MODE == Q_MODE_FP8 ? QScaleFromAmax(*p.q_amax) : 1.0f;
-  int g = 0;  // the CTA's tiles so far
+  int g = 0;      // the CTA's tiles so far
+  int items = 0;  // and work items (the timeline's count)
   if (threadIdx.x < WG_THREADS) {
     SetMaxRegisters<SCORER_REGISTERS, false>();
     mla_wgmma::ForEachWorkItem(p, [&](const MlaWorkItem& item, const MlaSeqInfo& seq,
                                       const MlaWorkItem& next, MlaSeqInfo& next_seq) {
+      mla_timeline::GridItemStart(items, mla_wgmma::RangeOf(item, seq, ROWS).num_tiles);
       ScorerItem(p, item, seq, sm, q_scale, g);
+      mla_timeline::GridItemEnd(items++);  // (the scorer's end of it)
       next_seq = LoadSeq(p, next);
       g += mla_wgmma::RangeOf(item, seq, ROWS).num_tiles;
     });
@@ -618,6 +621,7 @@ MLA_INLINE void DecodeCta(const MlaDecodeParams& p) {
       g += mla_wgmma::RangeOf(item, seq, ROWS).num_tiles;
     });
     mla_timeline::EndLaunch(WG_THREADS);  // after the item's last barrier: the scorer is done too
+    mla_timeline::GridExit(WG_THREADS);
   }
 }
 

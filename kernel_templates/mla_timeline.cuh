@@ -18,6 +18,17 @@
 // of static shared memory for one flag), so cases are timed without it. The
 // stamps are predicated stores, not branches: a branch between wgmmas that
 // ptxas cannot prove uniform serializes them (info C7518).
+//
+// The same builds also stamp the whole grid of that launch, coarsely: thread 0
+// of every CTA reads %globaltimer (nanoseconds, one clock for all SMs) at its
+// entry, when its wait for the previous kernel returns, at the start and end
+// of each of its first GRID_ITEMS work items (with the item's tile count) and
+// at its exit; the merge kernel then prints one line per CTA,
+//   mla_grid cta C: entry waited exit items n: start end tiles ...
+// (ns since the first CTA's entry; -1: none) and when its CTA 0 was done,
+//   mla_grid merge done: t
+// which tools/bench/grid_timeline.py summarises: how the CTAs' ends spread,
+// and whether some SMs run their tiles slower than others.
 #ifndef MLAJIT_KERNEL_TEMPLATES_MLA_TIMELINE_CUH_
 #define MLAJIT_KERNEL_TEMPLATES_MLA_TIMELINE_CUH_
 
@@ -94,6 +105,9 @@ enum SeesawEvent {
   kSePairDone = 7,    // both: the pair's P V done, tile B + 2's copies issued
 };
 
+// The grid's events per CTA (then start, end and tiles of each work item).
+enum GridEvent { kGridEntry = 0, kGridWaited = 1, kGridExit = 2, GRID_EVENTS = 3 };
+
 #if !MLA_HIP && defined(__CUDA_ARCH__) && defined(MLA_TIMELINE) && MLA_TIMELINE > 0
 __device__ long long stamps[ROLES][TILES][EVENTS];
 __device__ unsigned int launches;  // decode launches so far; PRINT_NOW once stamped
@@ -128,10 +142,97 @@ MLA_INLINE void EndLaunch(int last_thread) {
       "l"(&launches), "r"(PRINT_NOW)
       : "memory");
 }
+
+// ---- the grid's stamps ----
+constexpr int GRID_ITEMS = 6;
+constexpr int GRID_CTAS = 1024;  // CTAs beyond these do not stamp
+__device__ long long grid_stamps[GRID_CTAS][GRID_EVENTS + 3 * GRID_ITEMS];
+__device__ unsigned int grid_entries;  // CTA entries over all launches: the launch of each
+__device__ unsigned int grid_stamped;  // CTAs that stamped the launch, once exited
+__device__ unsigned int grid_ctas;     // the stamped launch's grid
+__shared__ int grid_stamping;          // this CTA stamps (set by thread 0 before a barrier)
+
+MLA_INLINE long long GlobalTimer() {
+  long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t)::"memory");
+  return t;
+}
+// At the decode kernel's entry, before its wait for the previous kernel. The
+// launch a CTA belongs to is its entry's count over the grid (every launch of
+// a module in the bench runs the same grid; one launch's CTAs all enter
+// before the next's, which start only as SMs come free).
+MLA_INLINE void GridEntry() {
+  if (threadIdx.x != 0) return;
+  const long long t = GlobalTimer();
+  const unsigned int launch = atomicAdd(&grid_entries, 1u) / gridDim.x + 1u;
+  grid_stamping = launch == MLA_TIMELINE && blockIdx.x < GRID_CTAS;
+  if (!grid_stamping) return;
+  long long* row = grid_stamps[blockIdx.x];
+  for (int i = 0; i < GRID_EVENTS + 3 * GRID_ITEMS; ++i) row[i] = -1;
+  row[kGridEntry] = t;
+  if (blockIdx.x == 0) grid_ctas = gridDim.x;
+}
+MLA_INLINE void GridStamp(int event) {
+  if (threadIdx.x == 0 && grid_stamping) grid_stamps[blockIdx.x][event] = GlobalTimer();
+}
+// Work item `index` of this CTA starts (with its tile count) or ends.
+// Predicated stores by thread 0, no branch (as Stamp above: the warp-
+// specialised path's loops serialise their wgmmas around a divergent one).
+MLA_INLINE void GridItemStamp(int index, int end, long long tiles) {
+  const int on = grid_stamping & (static_cast<int>(threadIdx.x) == 0) & (index < GRID_ITEMS);
+  long long* at = &grid_stamps[on ? blockIdx.x : 0][GRID_EVENTS + 3 * (on ? index : 0) + end];
+  asm volatile(
+      "{\n.reg .pred q;\n.reg .u64 t;\nsetp.ne.s32 q, %0, 0;\nmov.u64 t, %%globaltimer;\n"
+      "@q st.global.u64 [%1], t;\n@q st.global.u64 [%1+16], %2;\n}\n" ::"r"(on & (end == 0)),
+      "l"(at), "l"(tiles));
+  asm volatile(
+      "{\n.reg .pred q;\n.reg .u64 t;\nsetp.ne.s32 q, %0, 0;\nmov.u64 t, %%globaltimer;\n"
+      "@q st.global.u64 [%1], t;\n}\n" ::"r"(on & (end != 0)),
+      "l"(at));
+}
+MLA_INLINE void GridItemStart(int index, int tiles) { GridItemStamp(index, 0, tiles); }
+MLA_INLINE void GridItemEnd(int index) { GridItemStamp(index, 1, 0); }
+// Where the CTA's last thread to finish, `last_thread`, is done (beside
+// EndLaunch). Predicated, no branch: as Stamp above.
+MLA_INLINE void GridExit(int last_thread) {
+  const int on = grid_stamping & (static_cast<int>(threadIdx.x) == last_thread);
+  asm volatile(
+      "{\n.reg .pred q;\n.reg .u64 t;\nsetp.ne.s32 q, %0, 0;\nmov.u64 t, %%globaltimer;\n"
+      "@q st.global.u64 [%1], t;\n@q membar.gl;\n@q red.global.add.u32 [%2], 1;\n}\n" ::"r"(on),
+      "l"(&grid_stamps[on ? blockIdx.x : 0][kGridExit]), "l"(&grid_stamped)
+      : "memory");
+}
+// In the merge kernel's CTA 0, after its work: once, after the stamped launch.
+MLA_INLINE void PrintGridIfStamped() {
+  const unsigned int ctas = *reinterpret_cast<volatile unsigned int*>(&grid_ctas);
+  const unsigned int done = *reinterpret_cast<volatile unsigned int*>(&grid_stamped);
+  const unsigned int want = ctas < GRID_CTAS ? ctas : GRID_CTAS;
+  if (ctas == 0 || done != want) return;
+  if (atomicAdd(&grid_stamped, 1u) != want) return;  // printed by another merge
+  const long long merge_done = GlobalTimer();
+  static_assert(GRID_EVENTS + 3 * GRID_ITEMS == 21, "the line below prints 21 values");
+  long long t0 = grid_stamps[0][kGridEntry];
+  for (unsigned int c = 1; c < want; ++c) t0 = min(t0, grid_stamps[c][kGridEntry]);
+  for (unsigned int c = 0; c < want; ++c) {
+    const long long* row = grid_stamps[c];
+    long long d[GRID_EVENTS + 3 * GRID_ITEMS];
+    for (int i = 0; i < GRID_EVENTS + 3 * GRID_ITEMS; ++i) {
+      const bool tiles = i >= GRID_EVENTS && (i - GRID_EVENTS) % 3 == 2;
+      d[i] = row[i] < 0 || tiles ? row[i] : row[i] - t0;
+    }
+    printf("mla_grid cta %u: %lld %lld %lld items %d: %lld %lld %lld %lld %lld %lld %lld %lld "
+           "%lld %lld %lld %lld %lld %lld %lld %lld %lld %lld\n",
+           c, d[0], d[1], d[2], GRID_ITEMS, d[3], d[4], d[5], d[6], d[7], d[8], d[9], d[10], d[11],
+           d[12], d[13], d[14], d[15], d[16], d[17], d[18], d[19], d[20]);
+  }
+  printf("mla_grid merge done: %lld\n", merge_done - t0);
+}
+
 // In the merge kernel, after it waited for the decode. (Later launches keep
 // counting in the low bits; the flags stay.)
 MLA_INLINE void PrintIfStamped() {
   if (blockIdx.x != 0 || threadIdx.x != 0) return;
+  PrintGridIfStamped();
   const unsigned int seen = *reinterpret_cast<volatile unsigned int*>(&launches);
   if ((seen & PRINT_NOW) == 0 || (seen & PRINTED) != 0) return;
   if ((atomicOr(&launches, PRINTED) & PRINTED) != 0) return;
@@ -151,6 +252,11 @@ MLA_INLINE void PrintIfStamped() {
   }
 }
 #else
+MLA_INLINE void GridEntry() {}
+MLA_INLINE void GridStamp(int) {}
+MLA_INLINE void GridItemStart(int, int) {}
+MLA_INLINE void GridItemEnd(int) {}
+MLA_INLINE void GridExit(int) {}
 MLA_INLINE void BeginLaunch() {}
 MLA_INLINE void Stamp(int, int, int, int) {}
 MLA_INLINE void EndLaunch(int) {}
