@@ -31,6 +31,19 @@ def stamped_run():
     return lines
 
 
+def run_main(lines):
+    """grid_timeline.main on a file of these lines: (exit code, stdout, stderr)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+        f.write("\n".join(lines) + "\n")
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = grid_timeline.main([f.name])
+    finally:
+        os.unlink(f.name)
+    return code, out.getvalue(), err.getvalue()
+
+
 class GridTimelineTest(unittest.TestCase):
     def test_rows_are_the_made_up_figures(self):
         rows, slow, after = grid_timeline.summary(*grid_timeline.parse(stamped_run()))
@@ -48,30 +61,17 @@ class GridTimelineTest(unittest.TestCase):
         self.assertAlmostEqual(after, 5.5)
 
     def test_main_prints_the_tables(self):
-        with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
-            f.write("\n".join(stamped_run()) + "\n")
-        try:
-            out = io.StringIO()
-            with contextlib.redirect_stdout(out):
-                self.assertEqual(grid_timeline.main([f.name]), 0)
-        finally:
-            os.unlink(f.name)
-        text = out.getvalue()
+        code, text, _ = run_main(stamped_run())
+        self.assertEqual(code, 0)
         self.assertIn("4 CTAs stamped", text)
         self.assertIn("| ns per tile inside items | 1000.00 | 1000.00 | 1500.00 |", text)
         self.assertIn("| 3 | 103.00 | 64 | 1500 |", text)
         self.assertIn("merge kernel's CTA 0 done 5.50 µs after the last CTA left", text)
 
     def test_a_run_without_stamps_is_an_error(self):
-        with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
-            f.write("nothing stamped here\n")
-        try:
-            err = io.StringIO()
-            with contextlib.redirect_stderr(err):
-                self.assertEqual(grid_timeline.main([f.name]), 1)
-        finally:
-            os.unlink(f.name)
-        self.assertIn("MLAJIT_TIMELINE", err.getvalue())
+        code, _, err = run_main(["nothing stamped here"])
+        self.assertEqual(code, 1)
+        self.assertIn("MLAJIT_TIMELINE", err)
 
 
 if __name__ == "__main__":
