@@ -1,5 +1,6 @@
 // The launch floor's host side: its kernel, the chain probe's two
-// (chain_floor.h), the SM fill probe's (sm_fill.h, sm_90a only) and the
+// (chain_floor.h), the SM fill and exchange probes' (sm_fill.h, sm_exchange.h,
+// sm_90a only) and the
 // stream hold's compile for
 // the targets the bench runs on (NVRTC sm_90a with the dependent-launch
 // instructions, hiprtc gfx90a without), and its report line. The timings
@@ -13,6 +14,7 @@
 #include "src/jit/compiler.h"
 #include "tools/bench/bench_kernel.h"
 #include "tools/bench/chain_floor.h"
+#include "tools/bench/sm_exchange.h"
 #include "tools/bench/sm_fill.h"
 #include "tools/bench/stream_hold.h"
 
@@ -53,6 +55,11 @@ TEST(SmFillKernels, CompileWithNvrtcForSm90a) {
                           SmFillCopy::kPeerLoads, SmFillCopy::kMulticast}) {
     ExpectBenchKernelCompiles(KernelName(copy), SmFillKernelSource(), "sm_90a");
   }
+}
+
+// The SM exchange probe's kernel, built on the fill probe's helpers.
+TEST(SmExchangeKernel, CompilesWithNvrtcForSm90a) {
+  ExpectBenchKernelCompiles(kSmExchangeKernel, SmExchangeKernelSource(), "sm_90a");
 }
 
 // The chain probe's source holds both kernels; each is looked up by name.

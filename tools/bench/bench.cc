@@ -26,7 +26,8 @@
 // dependent memory accesses with no arithmetic (chain_floor.h). With
 // --sm-fill, how fast bulk copies fill one SM's shared memory, from L2 and
 // from DRAM, at 1 to every SM busy (sm_fill.h): the ceiling of kernels that
-// stream whole tiles into shared memory.
+// stream whole tiles into shared memory; and whether a tile split between
+// L2 and the other SM of a cluster fills faster (sm_exchange.h).
 //
 // Two figures about launch overhead sit next to the device times:
 //  - graph_us: one call captured into a graph, replayed --runs times back to
@@ -70,6 +71,7 @@
 #include "tools/bench/launch_floor.h"
 #include "tools/bench/roofline.h"
 #include "tools/bench/schedule_report.h"
+#include "tools/bench/sm_exchange.h"
 #include "tools/bench/sm_fill.h"
 #include "tools/bench/step_graph.h"
 #include "tools/bench/stream_hold.h"
@@ -532,7 +534,8 @@ int Main(int argc, char** argv) {
           "                                can take here; and the dependent loads and stores\n"
           "                                of two small split cases with no arithmetic)\n"
           "                    [--sm-fill]  (also: how fast bulk copies fill one SM's shared\n"
-          "                                memory from L2 and from DRAM, 1 to every SM busy)\n"
+          "                                memory from L2 and from DRAM, 1 to every SM busy,\n"
+          "                                and with part of a tile from the cluster's other SM)\n"
           "                    [--tune]   (mlajit_tune each case first; the timed plans then\n"
           "                                use the recorded shapes)\n"
           "                    [--step-layers L]   (also: a device-planned step of L decode\n"
@@ -617,6 +620,14 @@ int Main(int argc, char** argv) {
       return 1;
     }
     for (const SmFill& f : *fills) std::printf("%s\n", FormatSmFill(f).c_str());
+    absl::StatusOr<std::vector<SmExchange>> exchanges =
+        MeasureSmExchange((*h)->backend(), (*h)->device());
+    if (!exchanges.ok()) {
+      std::fprintf(stderr, "mlajit_bench: sm exchange: %s\n",
+                   std::string(exchanges.status().message()).c_str());
+      return 1;
+    }
+    for (const SmExchange& e : *exchanges) std::printf("%s\n", FormatSmExchange(e).c_str());
   }
   std::unique_ptr<ClockMonitor> clocks = OpenClockMonitor(**h);
   absl::StatusOr<std::unique_ptr<StreamHold>> hold =
