@@ -8,9 +8,10 @@
 // CTA 0 stamps clock64 at each event of its first TILES tiles (counted over
 // its work items; the bf16 seesaw counts pairs of tiles), one thread per role
 // (the scorer; each accumulating warp; each warp of the seesaw),
-// and the merge kernel of that call prints the stamps (so only calls with a
-// split merge print: a printf in the decode kernel itself makes ptxas
-// serialise its wgmmas, C7510), one line per tile and role:
+// and the merge kernel of that call prints the stamps (a printf in the decode
+// kernel itself makes ptxas serialise its wgmmas, C7510; the runtime runs
+// the merge kernel of timeline builds even when a call has nothing to
+// merge), one line per tile and role:
 //   mla_timeline tile T role R: c0 c1 ... (cycles since the first stamp; -1: none)
 // tools/bench/timeline.py turns a run's lines into per-step medians. Off, every
 // stamp compiles to nothing (the PTX is the same as without them). On, the
@@ -232,6 +233,9 @@ MLA_INLINE void PrintGridIfStamped() {
 // counting in the low bits; the flags stay.)
 MLA_INLINE void PrintIfStamped() {
   if (blockIdx.x != 0 || threadIdx.x != 0) return;
+  // A merge with nothing to merge returns before its wait for the decode
+  // (mla_combine.cuh); the stamps are complete only after it.
+  MlaGridDependencySync();
   PrintGridIfStamped();
   const unsigned int seen = *reinterpret_cast<volatile unsigned int*>(&launches);
   if ((seen & PRINT_NOW) == 0 || (seen & PRINTED) != 0) return;

@@ -137,6 +137,7 @@ absl::StatusOr<const LoadedKernel*> Runtime::GetKernel(const jit::KernelSpec& sp
   k->kv_tensor_maps = kv_tensor_maps_ != nullptr &&
                       plan::CopiesKvByTensorMaps(spec.arch, spec.kv_format, spec.block_m,
                                                  spec.block_n, spec.num_warps, spec.page_size);
+  k->timeline = jit::KernelCompiler::StampsTimelines();
   const auto* bytes = reinterpret_cast<const uint8_t*>(entry->payload.data());
   MLAJIT_ASSIGN_OR_RETURN(k->module,
                           backend_->LoadModule(device_, {bytes, entry->payload.size()}));
@@ -479,14 +480,16 @@ absl::Status Plan::Decode(const mlajit_decode_args_t* a, void* stream) const {
   decode.shared_memory_bytes = static_cast<unsigned>(kernel_->smem_bytes);
   decode.programmatic_dependent = runtime_->programmatic_dependent_launch();
   MLAJIT_RETURN_IF_ERROR(b->Launch(device, kernel_->decode, decode, params, stream));
-  if (p.num_combine > 0) {
+  // (Timeline builds print their stamps from the merge kernel, so they run it
+  // even when it has nothing to merge.)
+  if (p.num_combine > 0 || kernel_->timeline) {
     gpu::LaunchConfig combine;
     // One 32-lane group per (combine item, row slot, column quarter).
     const long long groups = static_cast<long long>(p.num_combine) * kernel_->spec.block_m *
                              MLA_COMBINE_GROUPS_PER_ROW;
     const long long per_block = threads / 32;
-    combine.grid_x = static_cast<unsigned>(std::min<long long>(
-        (groups + per_block - 1) / per_block,
+    combine.grid_x = static_cast<unsigned>(std::clamp<long long>(
+        (groups + per_block - 1) / per_block, 1,
         runtime_->properties().sm_count * static_cast<long long>(MlaCombineBlocksPerSm(threads))));
     combine.block_x = threads;
     combine.programmatic_dependent = runtime_->programmatic_dependent_launch();

@@ -42,6 +42,8 @@ struct LoadedKernel {
   // The decode kernel copies fp8 tiles with tensor maps the host encodes per
   // call (plan::CopiesKvByTensorMaps), and this runtime encodes them.
   bool kv_tensor_maps = false;
+  // Built with MLAJIT_TIMELINE: every call runs the merge kernel, which prints the stamps.
+  bool timeline = false;
 };
 
 // A host-built plan's batch layout, checked as mlajit_plan_create checks it

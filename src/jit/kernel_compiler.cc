@@ -53,11 +53,18 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 // MLAJIT_TIMELINE=N (kernel development): kernels stamp a timeline of one CTA
 // on their N-th launch (kernel_templates/mla_timeline.cuh). The define is a
 // compile option, so such binaries have keys of their own in the cache.
+// TimelineLaunch: the launch it names, 0 when unset or empty, -1 when malformed.
+int TimelineLaunch(const char* value) {
+  if (value == nullptr || value[0] == '\0') return 0;
+  int launch = 0;
+  return absl::SimpleAtoi(value, &launch) && launch >= 1 ? launch : -1;
+}
+
 absl::Status AddTimelineOption(std::vector<std::string>& options) {
   const char* value = std::getenv("MLAJIT_TIMELINE");
-  if (value == nullptr || value[0] == '\0') return absl::OkStatus();
-  int launch = 0;
-  if (!absl::SimpleAtoi(value, &launch) || launch < 1) {
+  const int launch = TimelineLaunch(value);
+  if (launch == 0) return absl::OkStatus();
+  if (launch < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "MLAJIT_TIMELINE is '", value, "': expected the launch to stamp, an integer >= 1"));
   }
@@ -66,6 +73,8 @@ absl::Status AddTimelineOption(std::vector<std::string>& options) {
 }
 
 }  // namespace
+
+bool KernelCompiler::StampsTimelines() { return TimelineLaunch(std::getenv("MLAJIT_TIMELINE")) > 0; }
 
 KernelCompiler::KernelCompiler(std::shared_ptr<cache::KernelCache> cache,
                                KernelCompilerOptions options)

@@ -103,6 +103,11 @@ class KernelCompiler {
 
   static std::string EntryPoint(const KernelSpec& spec) { return spec.template_name + "_kernel"; }
 
+  // Whether kernels prepared now stamp a timeline (MLAJIT_TIMELINE=N, N >= 1:
+  // kernel_templates/mla_timeline.cuh), which their merge kernel prints, so
+  // that a call runs it even where nothing is split.
+  static bool StampsTimelines();
+
   cache::KernelCache& cache() const { return *cache_; }
   const TemplateStore& templates() const { return *templates_; }
 

@@ -294,8 +294,10 @@ TEST(JitCompile, TimelineBuildsKeepTheirWgmmasAndKeys) {
   const KernelSpec spec = Sm90aSpec(16, 4, KvFormat::kFp8E4m3, QMode::kBf16, 0, t);
   auto plain = (*kc)->Prepare(spec);
   ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_FALSE(KernelCompiler::StampsTimelines());
   {
     ScopedEnv env("MLAJIT_TIMELINE", "151");
+    EXPECT_TRUE(KernelCompiler::StampsTimelines());  // the runtime then runs every merge kernel
     auto stamped = (*kc)->Prepare(spec);
     ASSERT_TRUE(stamped.ok()) << stamped.status();
     EXPECT_THAT(stamped->options, Contains("-DMLA_TIMELINE=151"));
@@ -316,6 +318,7 @@ TEST(JitCompile, TimelineBuildsKeepTheirWgmmasAndKeys) {
   }
   for (const char* bad : {"0", "-3", "soon"}) {
     ScopedEnv env("MLAJIT_TIMELINE", bad);
+    EXPECT_FALSE(KernelCompiler::StampsTimelines()) << bad;
     auto p = (*kc)->Prepare(spec);
     ASSERT_FALSE(p.ok()) << bad;
     EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);

@@ -112,8 +112,8 @@ def main(argv):
         with open(args.output, encoding="utf-8") as text:
             ctas, merge = parse(text)
     if not ctas:
-        print("no mla_grid lines: was the kernel built with MLAJIT_TIMELINE=N, did the call "
-              "have a split merge, and did it run N times?", file=sys.stderr)
+        print("no mla_grid lines: was the kernel built with MLAJIT_TIMELINE=N, and did the "
+              "case run N calls?", file=sys.stderr)
         return 1
     rows, slow, after = summary(ctas, merge)
     print(f"{len(ctas)} CTAs stamped")

@@ -3,8 +3,8 @@
 or (--path seesaw) by the bf16 64-row seesaw per pair of tiles, or
 (--path swap-ab) the steps of each tile and work item of the swap-AB path.
 
-Run a case whose call has a split merge with the stamps compiled in, then
-read its output:
+Run a case with the stamps compiled in (its merge kernel prints them; the
+runtime runs it on every call of such a build), then read its output:
 
     MLAJIT_TIMELINE=151 MLAJIT_CACHE_DIR=/tmp/timeline-cache \\
         mlajit_bench --case 32,4,8192,32 > run.txt
@@ -208,8 +208,8 @@ def main(argv):
         with open(args.output, encoding="utf-8") as text:
             stamps = parse(text)
     if not stamps:
-        print("no mla_timeline lines: was the kernel built with MLAJIT_TIMELINE=N, did the "
-              "call have a split merge, and did it run N times?", file=sys.stderr)
+        print("no mla_timeline lines: was the kernel built with MLAJIT_TIMELINE=N, and did "
+              "the case run N calls?", file=sys.stderr)
         return 1
     if args.path == "swap-ab":
         print("| step (CTA 0) | cycles |")
