@@ -21,11 +21,12 @@
 // ptxas cannot prove uniform serializes them (info C7518).
 //
 // The same builds also stamp the whole grid of that launch, coarsely: thread 0
-// of every CTA reads %globaltimer (nanoseconds, one clock for all SMs) at its
-// entry, when its wait for the previous kernel returns, at the start and end
-// of each of its first GRID_ITEMS work items (with the item's tile count) and
-// at its exit; the merge kernel then prints one line per CTA,
-//   mla_grid cta C: entry waited exit items n: start end tiles ...
+// of every CTA notes its SM and reads %globaltimer (nanoseconds, one clock
+// for all SMs) at its entry, when its wait for the previous kernel returns,
+// at the start and end of each of its first GRID_ITEMS work items (with the
+// item's tile count) and at its exit; the merge kernel then prints one line
+// per CTA,
+//   mla_grid cta C sm S: entry waited exit items n: start end tiles ...
 // (ns since the first CTA's entry; -1: none) and when its CTA 0 was done,
 //   mla_grid merge done: t
 // which tools/bench/grid_timeline.py summarises: how the CTAs' ends spread,
@@ -148,6 +149,7 @@ MLA_INLINE void EndLaunch(int last_thread) {
 constexpr int GRID_ITEMS = 6;
 constexpr int GRID_CTAS = 1024;  // CTAs beyond these do not stamp
 __device__ long long grid_stamps[GRID_CTAS][GRID_EVENTS + 3 * GRID_ITEMS];
+__device__ int grid_sms[GRID_CTAS];  // the SM each CTA ran on (are the slow ones together?)
 __device__ unsigned int grid_entries;  // CTA entries over all launches: the launch of each
 __device__ unsigned int grid_stamped;  // CTAs that stamped the launch, once exited
 __device__ unsigned int grid_ctas;     // the stamped launch's grid
@@ -171,6 +173,9 @@ MLA_INLINE void GridEntry() {
   long long* row = grid_stamps[blockIdx.x];
   for (int i = 0; i < GRID_EVENTS + 3 * GRID_ITEMS; ++i) row[i] = -1;
   row[kGridEntry] = t;
+  unsigned int sm;
+  asm volatile("mov.u32 %0, %%smid;\n" : "=r"(sm));
+  grid_sms[blockIdx.x] = static_cast<int>(sm);
   if (blockIdx.x == 0) grid_ctas = gridDim.x;
 }
 MLA_INLINE void GridStamp(int event) {
@@ -221,10 +226,10 @@ MLA_INLINE void PrintGridIfStamped() {
       const bool tiles = i >= GRID_EVENTS && (i - GRID_EVENTS) % 3 == 2;
       d[i] = row[i] < 0 || tiles ? row[i] : row[i] - t0;
     }
-    printf("mla_grid cta %u: %lld %lld %lld items %d: %lld %lld %lld %lld %lld %lld %lld %lld "
-           "%lld %lld %lld %lld %lld %lld %lld %lld %lld %lld\n",
-           c, d[0], d[1], d[2], GRID_ITEMS, d[3], d[4], d[5], d[6], d[7], d[8], d[9], d[10], d[11],
-           d[12], d[13], d[14], d[15], d[16], d[17], d[18], d[19], d[20]);
+    printf("mla_grid cta %u sm %d: %lld %lld %lld items %d: %lld %lld %lld %lld %lld %lld %lld "
+           "%lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld\n",
+           c, grid_sms[c], d[0], d[1], d[2], GRID_ITEMS, d[3], d[4], d[5], d[6], d[7], d[8], d[9],
+           d[10], d[11], d[12], d[13], d[14], d[15], d[16], d[17], d[18], d[19], d[20]);
   }
   printf("mla_grid merge done: %lld\n", merge_done - t0);
 }

@@ -20,26 +20,28 @@ import re
 import statistics
 import sys
 
-CTA = re.compile(r"mla_grid cta (\d+): (-?\d+) (-?\d+) (-?\d+) items (\d+):((?: -?\d+)+)")
+CTA = re.compile(
+    r"mla_grid cta (\d+) sm (\d+): (-?\d+) (-?\d+) (-?\d+) items (\d+):((?: -?\d+)+)")
 MERGE = re.compile(r"mla_grid merge done: (-?\d+)")
 
 
 def parse(lines):
-    """({cta: row}, merge_done or None); a row is a dict of entry, waited,
-    exit (None where not stamped) and items, [(start, end, tiles)] of the
-    items the CTA stamped."""
+    """({cta: row}, merge_done or None); a row is a dict of its SM, entry,
+    waited, exit (None where not stamped) and items, [(start, end, tiles)]
+    of the items the CTA stamped."""
     ctas, merge = {}, None
     for line in lines:
         m = CTA.search(line)
         if m:
-            values = [int(v) for v in m.group(6).split()]
+            values = [int(v) for v in m.group(7).split()]
             items = []
-            for i in range(int(m.group(5))):
+            for i in range(int(m.group(6))):
                 start, end, tiles = values[3 * i:3 * i + 3]
                 if start >= 0:
                     items.append((start, end if end >= 0 else None, tiles))
-            entry, waited, leave = (int(m.group(k)) for k in (2, 3, 4))
+            entry, waited, leave = (int(m.group(k)) for k in (3, 4, 5))
             ctas[int(m.group(1))] = {
+                "sm": int(m.group(2)),
                 "entry": entry if entry >= 0 else None,
                 "waited": waited if waited >= 0 else None,
                 "exit": leave if leave >= 0 else None,
@@ -78,8 +80,8 @@ def quantiles(values):
 
 def summary(ctas, merge):
     """Rows (what, min, median, max) in µs (tiles as counts), then the
-    slowest CTAs [(cta, exit µs, tiles, ns per tile)] and the merge's time
-    after the last CTA left (µs, or None)."""
+    slowest CTAs [(cta, SM, exit µs, tiles, ns per tile)] and the merge's
+    time after the last CTA left (µs, or None)."""
     stats = {c: per_cta(r) for c, r in ctas.items()}
     working = [c for c in ctas if stats[c]["busy"] is not None]
     us = lambda q: None if q is None else tuple(x / 1000 for x in q)
@@ -95,8 +97,8 @@ def summary(ctas, merge):
     ]
     slowest = sorted((c for c in working if ctas[c]["exit"] is not None),
                      key=lambda c: ctas[c]["exit"], reverse=True)[:5]
-    slow = [(c, ctas[c]["exit"] / 1000, stats[c]["tiles"], stats[c]["ns_per_tile"])
-            for c in slowest]
+    slow = [(c, ctas[c]["sm"], ctas[c]["exit"] / 1000, stats[c]["tiles"],
+             stats[c]["ns_per_tile"]) for c in slowest]
     exits = [ctas[c]["exit"] for c in ctas if ctas[c]["exit"] is not None]
     after = (merge - max(exits)) / 1000 if merge is not None and exits else None
     return rows, slow, after
@@ -123,10 +125,10 @@ def main(argv):
         cells = ["-"] * 3 if q is None else [f"{x:.2f}" for x in q]
         print(f"| {name} | " + " | ".join(cells) + " |")
     print()
-    print("| slowest CTAs | exit µs | tiles | ns per tile |")
-    print("|---|---:|---:|---:|")
-    for c, leave, tiles, per_tile in slow:
-        print(f"| {c} | {leave:.2f} | {tiles} | "
+    print("| slowest CTAs | SM | exit µs | tiles | ns per tile |")
+    print("|---|---:|---:|---:|---:|")
+    for c, sm, leave, tiles, per_tile in slow:
+        print(f"| {c} | {sm} | {leave:.2f} | {tiles} | "
               f"{'-' if per_tile is None else round(per_tile)} |")
     if after is not None:
         print()

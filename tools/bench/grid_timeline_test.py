@@ -10,11 +10,12 @@ import grid_timeline
 
 
 def cta_line(cta, entry, waited, leave, items):
-    """A kernel line: items is [(start, end, tiles)], padded to six with -1."""
+    """A kernel line (CTA c on SM 2 c + 1): items is [(start, end, tiles)],
+    padded to six with -1."""
     values = []
     for i in range(6):
         values += list(items[i]) if i < len(items) else [-1, -1, -1]
-    return (f"mla_grid cta {cta}: {entry} {waited} {leave} items 6: "
+    return (f"mla_grid cta {cta} sm {2 * cta + 1}: {entry} {waited} {leave} items 6: "
             + " ".join(map(str, values)))
 
 
@@ -56,7 +57,7 @@ class GridTimelineTest(unittest.TestCase):
         self.assertEqual(got["between work items"], (2.0, 2.0, 2.0))
         self.assertEqual(got["ns per tile inside items"], (1000.0, 1000.0, 1500.0))
         self.assertEqual(got["tiles"], (64, 64, 64))
-        self.assertEqual(slow[0], (3, 103.0, 64, 1500.0))
+        self.assertEqual(slow[0], (3, 7, 103.0, 64, 1500.0))
         self.assertEqual([c for c, *_ in slow], [3, 1, 0])  # CTA 2 has no exit
         self.assertAlmostEqual(after, 5.5)
 
@@ -65,7 +66,7 @@ class GridTimelineTest(unittest.TestCase):
         self.assertEqual(code, 0)
         self.assertIn("4 CTAs stamped", text)
         self.assertIn("| ns per tile inside items | 1000.00 | 1000.00 | 1500.00 |", text)
-        self.assertIn("| 3 | 103.00 | 64 | 1500 |", text)
+        self.assertIn("| 3 | 7 | 103.00 | 64 | 1500 |", text)
         self.assertIn("merge kernel's CTA 0 done 5.50 µs after the last CTA left", text)
 
     def test_a_run_without_stamps_is_an_error(self):
