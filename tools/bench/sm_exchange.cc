@@ -175,24 +175,15 @@ absl::StatusOr<std::vector<SmExchange>> MeasureSmExchange(gpu::Backend* backend,
     MLAJIT_RETURN_IF_ERROR(launch(0));
     MLAJIT_ASSIGN_OR_RETURN(double ms,
                             MedianDeviceMs(backend, device, stream.get(), launch, kTimedRuns));
-    std::vector<int64_t> cta_cycles(ctas);
-    std::vector<uint32_t> cta_sums(ctas);
-    MLAJIT_RETURN_IF_ERROR(
-        backend->MemcpyDtoH(device, cta_cycles.data(), cycles.ptr(), 8 * ctas, stream.get()));
-    MLAJIT_RETURN_IF_ERROR(
-        backend->MemcpyDtoH(device, cta_sums.data(), sums.ptr(), 4 * ctas, stream.get()));
-    MLAJIT_RETURN_IF_ERROR(backend->StreamSynchronize(device, stream.get()));
-    const uint32_t expected = ExpectedSum(l2_bytes, push_bytes);
+    MLAJIT_ASSIGN_OR_RETURN(
+        std::vector<int64_t> cta_cycles,
+        ReadCtaCycles(backend, device, stream.get(), cycles.ptr(), sums.ptr(), ctas,
+                      ExpectedSum(l2_bytes, push_bytes),
+                      absl::StrFormat("SM exchange (%u KB from L2, %u KB pushed)",
+                                      l2_bytes / kKb, push_bytes / kKb),
+                      "a copy or a push"));
     std::vector<double> per_tile;
-    for (int c = 0; c < ctas; ++c) {
-      if (cta_sums[c] != expected || cta_cycles[c] <= 0) {
-        return absl::InternalError(absl::StrFormat(
-            "SM exchange (%u KB from L2, %u KB pushed): CTA %d summed 0x%08x in %d cycles, "
-            "expected 0x%08x: a copy or a push did not land",
-            l2_bytes / kKb, push_bytes / kKb, c, cta_sums[c], cta_cycles[c], expected));
-      }
-      per_tile.push_back(static_cast<double>(cta_cycles[c]) / kRounds);
-    }
+    for (int64_t c : cta_cycles) per_tile.push_back(static_cast<double>(c) / kRounds);
     std::sort(per_tile.begin(), per_tile.end());
     SmExchange e;
     e.l2_bytes = l2_bytes;

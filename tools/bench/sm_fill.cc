@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "src/base/status_macros.h"
 #include "tools/bench/bench_kernel.h"
@@ -206,7 +208,8 @@ extern "C" __global__ void mlajit_sm_fill_peer(const unsigned char* __restrict__
     for (unsigned o = threadIdx.x * 16; o < chunk; o += blockDim.x * 16) {
       uint4 v;
       if (from_l2) {
-        v = __ldcg(reinterpret_cast<const uint4*>(base + (unsigned long long)r * chunk % region + o));
+        const unsigned char* at = base + (unsigned long long)r * chunk % region + o;
+        v = __ldcg(reinterpret_cast<const uint4*>(at));
       } else {
         asm volatile("ld.shared::cluster.v4.u32 {%0, %1, %2, %3}, [%4];\n"
                      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
@@ -390,23 +393,13 @@ absl::StatusOr<std::vector<SmFill>> MeasureSmFill(gpu::Backend* backend, int dev
           MLAJIT_RETURN_IF_ERROR(launch(0));
           MLAJIT_ASSIGN_OR_RETURN(double ms, MedianDeviceMs(backend, device, stream.get(), launch,
                                                             kTimedRuns));
-          std::vector<int64_t> cta_cycles(ctas);
-          std::vector<uint32_t> cta_sums(ctas);
-          MLAJIT_RETURN_IF_ERROR(backend->MemcpyDtoH(device, cta_cycles.data(), cycles.ptr(),
-                                                     8 * ctas, stream.get()));
-          MLAJIT_RETURN_IF_ERROR(
-              backend->MemcpyDtoH(device, cta_sums.data(), sums.ptr(), 4 * ctas, stream.get()));
-          MLAJIT_RETURN_IF_ERROR(backend->StreamSynchronize(device, stream.get()));
+          MLAJIT_ASSIGN_OR_RETURN(
+              std::vector<int64_t> cta_cycles,
+              ReadCtaCycles(backend, device, stream.get(), cycles.ptr(), sums.ptr(), ctas,
+                            expected_sum, absl::StrCat("SM fill (", KernelName(copy), ")"),
+                            "a copy"));
           std::vector<double> rates;
-          for (int c = 0; c < ctas; ++c) {
-            if (cta_sums[c] != expected_sum || cta_cycles[c] <= 0) {
-              return absl::InternalError(absl::StrFormat(
-                  "SM fill (%s): CTA %d summed 0x%08x in %d cycles, expected 0x%08x: a copy "
-                  "did not land",
-                  KernelName(copy), c, cta_sums[c], cta_cycles[c], expected_sum));
-            }
-            rates.push_back(static_cast<double>(per_cta) / cta_cycles[c]);
-          }
+          for (int64_t c : cta_cycles) rates.push_back(static_cast<double>(per_cta) / c);
           SmFill f;
           f.copy = copy;
           f.from_dram = from_dram;
@@ -425,6 +418,27 @@ absl::StatusOr<std::vector<SmFill>> MeasureSmFill(gpu::Backend* backend, int dev
     }
   }
   return out;
+}
+
+absl::StatusOr<std::vector<int64_t>> ReadCtaCycles(gpu::Backend* backend, int device,
+                                                   gpu::StreamHandle stream,
+                                                   gpu::DevicePtr cycles, gpu::DevicePtr sums,
+                                                   int ctas, uint32_t expected_sum,
+                                                   const std::string& what, const char* lost) {
+  std::vector<int64_t> cta_cycles(ctas);
+  std::vector<uint32_t> cta_sums(ctas);
+  MLAJIT_RETURN_IF_ERROR(
+      backend->MemcpyDtoH(device, cta_cycles.data(), cycles, 8 * ctas, stream));
+  MLAJIT_RETURN_IF_ERROR(backend->MemcpyDtoH(device, cta_sums.data(), sums, 4 * ctas, stream));
+  MLAJIT_RETURN_IF_ERROR(backend->StreamSynchronize(device, stream));
+  for (int c = 0; c < ctas; ++c) {
+    if (cta_sums[c] != expected_sum || cta_cycles[c] <= 0) {
+      return absl::InternalError(absl::StrFormat(
+          "%s: CTA %d summed 0x%08x in %d cycles, expected 0x%08x: %s did not land", what, c,
+          cta_sums[c], cta_cycles[c], expected_sum, lost));
+    }
+  }
+  return cta_cycles;
 }
 
 const char* CopyName(SmFillCopy copy) {

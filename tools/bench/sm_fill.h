@@ -66,6 +66,17 @@ absl::StatusOr<std::vector<SmFill>> MeasureSmFill(gpu::Backend* backend, int dev
 // One line for the bench's report.
 std::string FormatSmFill(const SmFill& f);
 
+// Once `stream` is idle: each of the first `ctas` CTAs' cycles and checksum as
+// the kernels' Record wrote them (at `cycles`, `sums`), the cycles returned;
+// an InternalError naming `what` and the CTA when a sum is not
+// `expected_sum` or the cycles not positive (`lost` did not land). The SM
+// exchange probe (sm_exchange.h) reads its CTAs the same way.
+absl::StatusOr<std::vector<int64_t>> ReadCtaCycles(gpu::Backend* backend, int device,
+                                                   gpu::StreamHandle stream,
+                                                   gpu::DevicePtr cycles, gpu::DevicePtr sums,
+                                                   int ctas, uint32_t expected_sum,
+                                                   const std::string& what, const char* lost);
+
 }  // namespace mlajit::bench
 
 #endif  // MLAJIT_TOOLS_BENCH_SM_FILL_H_
