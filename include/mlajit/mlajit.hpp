@@ -137,12 +137,14 @@ class Runtime {
   }
 
   // A plan whose schedule the GPU rebuilds on Plan::UpdateAsync, for CUDA
-  // graphs; buffers sized once from the limits.
+  // graphs; buffers sized once from the limits. kv_len_hint: see
+  // mlajit_plan_limits_t (0: none).
   absl::StatusOr<Plan> CreateDevicePlan(const mlajit_plan_config_t& config, int max_batch_size,
-                                        int max_q_len = 1) const {
+                                        int max_q_len = 1, int kv_len_hint = 0) const {
     mlajit_plan_limits_t limits = MLAJIT_PLAN_LIMITS_INIT;
     limits.max_batch_size = max_batch_size;
     limits.max_q_len = max_q_len;
+    limits.kv_len_hint = kv_len_hint;
     mlajit_plan_t p = nullptr;
     absl::Status s = StatusFromC(mlajit_plan_create_device(rt_, &config, &limits, &p));
     if (!s.ok()) return s;

@@ -349,20 +349,28 @@ absl::StatusOr<std::unique_ptr<Plan>> Plan::CreateDevicePlanned(
     Runtime* runtime, const mlajit_plan_config_t* config, const mlajit_plan_limits_t* limits) {
   if (runtime == nullptr) return absl::InvalidArgumentError("runtime is null");
   MLAJIT_RETURN_IF_ERROR(ValidatePlanConfig(config));
-  MLAJIT_RETURN_IF_ERROR(ValidatePlanLimits(limits));
   std::unique_ptr<Plan> p(new Plan());
-  p->limits_ = *limits;
-  MLAJIT_RETURN_IF_ERROR(p->Prepare(runtime, *config, limits->max_q_len, nullptr, nullptr));
+  MLAJIT_ASSIGN_OR_RETURN(p->limits_, ReadPlanLimits(limits));
+  const mlajit_plan_limits_t& lim = p->limits_;
+  // With a length hint the tiles are chosen as a host plan would choose them
+  // for the largest batch the limits allow; without one, as for a large batch.
+  std::optional<plan::BatchWork> bound;
+  if (lim.kv_len_hint > 0) {
+    bound = plan::BoundBatch(lim.max_batch_size, lim.max_q_len, config->num_heads, lim.kv_len_hint,
+                             runtime->properties().sm_count);
+  }
+  MLAJIT_RETURN_IF_ERROR(
+      p->Prepare(runtime, *config, lim.max_q_len, bound.has_value() ? &*bound : nullptr, nullptr));
   MlaScheduleShape shape{};
   shape.num_heads = config->num_heads;
   shape.block_m = p->schedule_config_.block_m;
-  const int64_t max_tiles =
-      int64_t{limits->max_batch_size} * MlaTilesOfSequence(limits->max_q_len, shape);
+  const int64_t max_tiles = int64_t{lim.max_batch_size} * MlaTilesOfSequence(lim.max_q_len, shape);
   MLAJIT_RETURN_IF_ERROR(p->device_plan_->ReserveForDevicePlanner(
-      limits->max_batch_size, max_tiles, p->schedule_config_.num_ctas,
-      p->schedule_config_.block_m));
-  MLAJIT_LOG_INFO("device-planned plan: up to ", limits->max_batch_size, " sequences of q_len <= ",
-                  limits->max_q_len, ", ", p->device_plan_->device_bytes(), " bytes of metadata");
+      lim.max_batch_size, max_tiles, p->schedule_config_.num_ctas, p->schedule_config_.block_m));
+  MLAJIT_LOG_INFO("device-planned plan: up to ", lim.max_batch_size,
+                  " sequences of q_len <= ", lim.max_q_len,
+                  lim.kv_len_hint > 0 ? absl::StrCat(", tiles for kv_len ", lim.kv_len_hint) : "",
+                  ", ", p->device_plan_->device_bytes(), " bytes of metadata");
   return p;
 }
 

@@ -1,6 +1,7 @@
 #include "src/api/validation.h"
 
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -93,18 +94,34 @@ absl::Status ValidatePlanInputs(const mlajit_plan_config_t& config, int batch_si
   return absl::OkStatus();
 }
 
-absl::Status ValidatePlanLimits(const mlajit_plan_limits_t* l) {
+absl::StatusOr<mlajit_plan_limits_t> ReadPlanLimits(const mlajit_plan_limits_t* l) {
   if (l == nullptr) return absl::InvalidArgumentError("limits is null");
-  MLAJIT_RETURN_IF_ERROR(CheckStructSize(l->struct_size, sizeof(*l), "limits"));
-  if (l->max_batch_size < 1 || l->max_batch_size > kMaxDevicePlanBatch) {
-    return absl::InvalidArgumentError(absl::StrCat("limits.max_batch_size=", l->max_batch_size,
+  // Callers built before kv_len_hint existed pass the shorter struct.
+  MLAJIT_RETURN_IF_ERROR(
+      CheckStructSize(l->struct_size, offsetof(mlajit_plan_limits_t, kv_len_hint), "limits"));
+  mlajit_plan_limits_t r = MLAJIT_PLAN_LIMITS_INIT;
+  r.max_batch_size = l->max_batch_size;
+  r.max_q_len = l->max_q_len;
+  if (l->struct_size >= offsetof(mlajit_plan_limits_t, kv_len_hint) + sizeof(l->kv_len_hint)) {
+    r.kv_len_hint = l->kv_len_hint;
+  }
+  if (r.max_batch_size < 1 || r.max_batch_size > kMaxDevicePlanBatch) {
+    return absl::InvalidArgumentError(absl::StrCat("limits.max_batch_size=", r.max_batch_size,
                                                    ": must be in 1..", kMaxDevicePlanBatch));
   }
-  if (l->max_q_len < 1 || l->max_q_len > kMaxQLen) {
+  if (r.max_q_len < 1 || r.max_q_len > kMaxQLen) {
     return absl::InvalidArgumentError(
-        absl::StrCat("limits.max_q_len=", l->max_q_len, ": must be in 1..", kMaxQLen));
+        absl::StrCat("limits.max_q_len=", r.max_q_len, ": must be in 1..", kMaxQLen));
   }
-  return absl::OkStatus();
+  if (r.kv_len_hint < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("limits.kv_len_hint=", r.kv_len_hint,
+                                                   ": must be 0 (no hint) or a length in tokens"));
+  }
+  return r;
+}
+
+absl::Status ValidatePlanLimits(const mlajit_plan_limits_t* l) {
+  return ReadPlanLimits(l).status();
 }
 
 absl::Status ValidateTuneOptions(const mlajit_tune_options_t* o) {

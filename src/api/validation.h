@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "mlajit/mlajit.h"
 
 namespace mlajit::api_internal {
@@ -33,8 +34,13 @@ absl::Status ValidatePlanInputs(const mlajit_plan_config_t& config, int batch_si
 // Every field of mlajit_tune_options_t; NULL (the defaults) passes.
 absl::Status ValidateTuneOptions(const mlajit_tune_options_t* options);
 
-// Every field of mlajit_plan_limits_t.
+// Every field of mlajit_plan_limits_t. A struct_size that ends before
+// kv_len_hint (a caller built against a header without it) is accepted.
 absl::Status ValidatePlanLimits(const mlajit_plan_limits_t* limits);
+
+// The limits as this library reads them: validated, and a whole struct with
+// the fields that the caller's struct_size leaves out at their defaults.
+absl::StatusOr<mlajit_plan_limits_t> ReadPlanLimits(const mlajit_plan_limits_t* limits);
 
 // mlajit_plan_update_async's host-visible arguments against the plan's config
 // and limits: batch size, null / misaligned arrays, kv_lens only when paged.

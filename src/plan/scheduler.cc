@@ -57,6 +57,13 @@ BatchWork MeasureBatch(const LayoutView& layout, int sm_count) {
   return BatchWork{WorkUnits(layout, 32, 64), sm_count};
 }
 
+BatchWork BoundBatch(int max_batch_size, int max_q_len, int num_heads, int64_t kv_len,
+                     int sm_count) {
+  const int64_t rows = int64_t{max_q_len} * num_heads;
+  const int64_t units_per_sequence = (rows + 31) / 32 * ((kv_len + 63) / 64);
+  return BatchWork{int64_t{max_batch_size} * units_per_sequence, sm_count};
+}
+
 MlaScheduleShape ToShape(const LayoutView& l, const ScheduleConfig& config) {
   MlaScheduleShape shape;
   shape.num_heads = l.num_heads;

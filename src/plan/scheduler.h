@@ -66,6 +66,12 @@ ScheduleConfig ScheduleConfigFor(const TileShape& tiles, int sm_count);
 // `layout` must be valid.
 BatchWork MeasureBatch(const LayoutView& layout, int sm_count);
 
+// MeasureBatch of the largest batch a device-planned plan's limits allow:
+// max_batch_size sequences of max_q_len queries and kv_len tokens each
+// (kv_len > 0, the caller's mlajit_plan_limits_t::kv_len_hint).
+BatchWork BoundBatch(int max_batch_size, int max_q_len, int num_heads, int64_t kv_len,
+                     int sm_count);
+
 struct Schedule {
   std::vector<MlaWorkItem> work;      // grouped by CTA
   std::vector<int32_t> work_indptr;   // num_ctas + 1

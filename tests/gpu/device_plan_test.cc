@@ -163,6 +163,73 @@ class DevicePlanTest : public HarnessSuite {
     EXPECT_TRUE(lse.Passes(1e-3)) << what << "\n  lse: " << lse.ToString();
   }
 
+  // Decodes batch `c` with a host-built plan (through the harness) and with a
+  // device-built plan of limits (c.batch_size, c.q_len, kv_len_hint) over the
+  // same layout, and expects the same bits from both, the reference's values,
+  // and `block_m`-row tiles in the device plan (0: any).
+  void ExpectDevicePlanMatchesHostPlan(const BatchConfig& c, int kv_len_hint, int block_m) {
+    // Host plan, through the harness.
+    auto db = harness_->Upload(c, true);
+    ASSERT_TRUE(db.ok()) << db.status();
+    harness::CaseOptions o;
+    o.stream = stream_;
+    auto host = harness_->Check(**db, o);
+    ASSERT_TRUE(host.ok()) << host.status();
+    EXPECT_TRUE(host->out.Passes(OutputTolerance(c))) << host->out.ToString();
+    const Batch& b = (*db)->batch;
+    const int64_t rows = int64_t{b.total_q()} * c.num_heads;
+    std::vector<uint16_t> host_out(rows * kHeadDimV);
+    std::vector<float> host_lse(rows);
+    ASSERT_TRUE(
+        backend_
+            ->MemcpyDtoH(device_, host_out.data(), (*db)->out.ptr(), host_out.size() * 2, stream_)
+            .ok());
+    ASSERT_TRUE(
+        backend_
+            ->MemcpyDtoH(device_, host_lse.data(), (*db)->lse.ptr(), host_lse.size() * 4, stream_)
+            .ok());
+
+    // Device plan over the same layout.
+    mlajit_plan_config_t pc = harness::PlanConfigFor(c, b.sm_scale, true);
+    mlajit_plan_limits_t lim = MLAJIT_PLAN_LIMITS_INIT;
+    lim.max_batch_size = c.batch_size;
+    lim.max_q_len = c.q_len;
+    lim.kv_len_hint = kv_len_hint;
+    mlajit_plan_t plan = nullptr;
+    ASSERT_EQ(mlajit_plan_create_device(harness_->runtime(), &pc, &lim, &plan), MLAJIT_STATUS_OK)
+        << mlajit_last_error();
+    auto bufs = StepBuffers::Allocate(backend_, device_, c);
+    ASSERT_TRUE(bufs.ok()) << bufs.status();
+    std::vector<uint16_t> poison(rows * kHeadDimV, reference::kPoisonBf16);
+    std::vector<uint32_t> lse_poison(rows, reference::kPoisonF32);
+    ASSERT_TRUE(bufs->Fill(b, b.kv_indices, poison, lse_poison, stream_).ok());
+    ASSERT_EQ(
+        mlajit_plan_update_async(plan, c.batch_size, static_cast<const int32_t*>(bufs->qo.get()),
+                                 static_cast<const int32_t*>(bufs->kv_indptr.get()),
+                                 bufs->kv_lens_or_null(b), stream_),
+        MLAJIT_STATUS_OK)
+        << mlajit_last_error();
+    mlajit_decode_args_t a = bufs->Args(b);
+    ASSERT_EQ(mlajit_decode(plan, &a, stream_), MLAJIT_STATUS_OK) << mlajit_last_error();
+    EXPECT_EQ(mlajit_plan_check_update(plan, stream_), MLAJIT_STATUS_OK) << mlajit_last_error();
+    auto dev = ReadBack(backend_, device_, *bufs, rows, stream_);
+    ASSERT_TRUE(dev.ok()) << dev.status();
+    // One schedule, one summation order: the very same bits.
+    EXPECT_EQ(std::memcmp(dev->out.data(), host_out.data(), host_out.size() * 2), 0)
+        << "outputs of the device-built and host-built plans differ";
+    EXPECT_EQ(std::memcmp(dev->lse.data(), host_lse.data(), host_lse.size() * 4), 0);
+    ExpectMatchesReference(b, *dev, "device plan");
+    if (block_m > 0) {
+      char* json = nullptr;
+      ASSERT_EQ(mlajit_plan_describe_json(plan, &json), MLAJIT_STATUS_OK) << mlajit_last_error();
+      const std::string described(json);
+      mlajit_free(json);
+      EXPECT_NE(described.find(absl::StrCat("\"block_m\":", block_m, ",")), std::string::npos)
+          << described;
+    }
+    mlajit_plan_free(plan);
+  }
+
   gpu::Backend* backend_ = nullptr;
   int device_ = 0;
   gpu::StreamHandle stream_ = nullptr;
@@ -203,50 +270,76 @@ TEST_F(DevicePlanTest, MatchesTheHostPlanBitForBit) {
     c.seed = FreshSeed();
     SCOPED_TRACE(absl::StrCat("batch=", c.batch_size, " q_len=", c.q_len, " heads=", c.num_heads,
                               " kv=", std::string(KvFormatName(c.kv_format)), " page=", c.page_size, " seed=", c.seed));
-    // Host plan, through the harness.
-    auto db = harness_->Upload(c, true);
-    ASSERT_TRUE(db.ok()) << db.status();
-    harness::CaseOptions o;
-    o.stream = stream_;
-    auto host = harness_->Check(**db, o);
-    ASSERT_TRUE(host.ok()) << host.status();
-    EXPECT_TRUE(host->out.Passes(OutputTolerance(c))) << host->out.ToString();
-    const Batch& b = (*db)->batch;
-    const int64_t rows = int64_t{b.total_q()} * c.num_heads;
-    std::vector<uint16_t> host_out(rows * kHeadDimV);
-    std::vector<float> host_lse(rows);
-    ASSERT_TRUE(backend_->MemcpyDtoH(device_, host_out.data(), (*db)->out.ptr(), host_out.size() * 2, stream_).ok());
-    ASSERT_TRUE(backend_->MemcpyDtoH(device_, host_lse.data(), (*db)->lse.ptr(), host_lse.size() * 4, stream_).ok());
-
-    // Device plan over the same layout.
-    mlajit_plan_config_t pc = harness::PlanConfigFor(c, b.sm_scale, true);
-    mlajit_plan_limits_t lim = MLAJIT_PLAN_LIMITS_INIT;
-    lim.max_batch_size = c.batch_size;
-    lim.max_q_len = c.q_len;
-    mlajit_plan_t plan = nullptr;
-    ASSERT_EQ(mlajit_plan_create_device(harness_->runtime(), &pc, &lim, &plan), MLAJIT_STATUS_OK)
-        << mlajit_last_error();
-    auto bufs = StepBuffers::Allocate(backend_, device_, c);
-    ASSERT_TRUE(bufs.ok()) << bufs.status();
-    std::vector<uint16_t> poison(rows * kHeadDimV, reference::kPoisonBf16);
-    std::vector<uint32_t> lse_poison(rows, reference::kPoisonF32);
-    ASSERT_TRUE(bufs->Fill(b, b.kv_indices, poison, lse_poison, stream_).ok());
-    ASSERT_EQ(mlajit_plan_update_async(plan, c.batch_size, static_cast<const int32_t*>(bufs->qo.get()),
-                                       static_cast<const int32_t*>(bufs->kv_indptr.get()),
-                                       bufs->kv_lens_or_null(b), stream_),
-              MLAJIT_STATUS_OK) << mlajit_last_error();
-    mlajit_decode_args_t a = bufs->Args(b);
-    ASSERT_EQ(mlajit_decode(plan, &a, stream_), MLAJIT_STATUS_OK) << mlajit_last_error();
-    EXPECT_EQ(mlajit_plan_check_update(plan, stream_), MLAJIT_STATUS_OK) << mlajit_last_error();
-    auto dev = ReadBack(backend_, device_, *bufs, rows, stream_);
-    ASSERT_TRUE(dev.ok()) << dev.status();
-    // One schedule, one summation order: the very same bits.
-    EXPECT_EQ(std::memcmp(dev->out.data(), host_out.data(), host_out.size() * 2), 0)
-        << "outputs of the device-built and host-built plans differ";
-    EXPECT_EQ(std::memcmp(dev->lse.data(), host_lse.data(), host_lse.size() * 4), 0);
-    ExpectMatchesReference(b, *dev, "device plan");
-    mlajit_plan_free(plan);
+    ExpectDevicePlanMatchesHostPlan(c, /*kv_len_hint=*/0, /*block_m=*/0);
   }
+}
+
+// A plan given kv_len_hint takes the tiles a host-built plan of its largest
+// batch takes: on these small batches 16-row tiles, where the plan without a
+// hint takes 32-row ones (plan::ChooseTiles' small-batch rule).
+TEST_F(DevicePlanTest, KvLenHintTakesTheSmallBatchTiles) {
+  std::vector<BatchConfig> configs(3);
+  configs[0].batch_size = 4;  // (4,1,1024,32) fp8: 64 wide units on 132 SMs
+  configs[0].num_heads = 32;
+  configs[0].kv_len = 1024;
+  configs[0].lengths = LengthDistribution::kFixed;
+  configs[1].batch_size = 8;  // bf16, paged, lengths below the hint
+  configs[1].num_heads = 32;
+  configs[1].kv_len = 2000;
+  configs[1].kv_format = KvFormat::kBf16;
+  configs[1].page_size = 16;
+  configs[1].lengths = LengthDistribution::kUniform;
+  configs[2].batch_size = 3;  // q_len 2 x 16 heads: 32 rows a sequence
+  configs[2].q_len = 2;
+  configs[2].kv_len = 700;
+  configs[2].lengths = LengthDistribution::kUniform;
+  for (BatchConfig& c : configs) {
+    c.seed = FreshSeed();
+    SCOPED_TRACE(absl::StrCat("batch=", c.batch_size, " q_len=", c.q_len, " heads=", c.num_heads,
+                              " kv=", std::string(KvFormatName(c.kv_format)), " page=", c.page_size,
+                              " seed=", c.seed));
+    ExpectDevicePlanMatchesHostPlan(c, c.kv_len, /*block_m=*/16);
+    if (HasFatalFailure()) return;
+  }
+}
+
+// The hint is not a limit: a plan sized for short sequences decodes longer
+// ones exactly (with its small-batch tiles).
+TEST_F(DevicePlanTest, KvLenHintIsNotALimit) {
+  BatchConfig c;
+  c.batch_size = 4;
+  c.num_heads = 32;
+  c.kv_len = 5000;
+  c.lengths = LengthDistribution::kUniform;
+  c.seed = FreshSeed();
+  Batch b = reference::GenerateBatch(c);
+  mlajit_plan_config_t pc = harness::PlanConfigFor(c, b.sm_scale, true);
+  mlajit_plan_limits_t lim = MLAJIT_PLAN_LIMITS_INIT;
+  lim.max_batch_size = c.batch_size;
+  lim.max_q_len = c.q_len;
+  lim.kv_len_hint = 256;
+  mlajit_plan_t plan = nullptr;
+  ASSERT_EQ(mlajit_plan_create_device(harness_->runtime(), &pc, &lim, &plan), MLAJIT_STATUS_OK)
+      << mlajit_last_error();
+  auto bufs = StepBuffers::Allocate(backend_, device_, c);
+  ASSERT_TRUE(bufs.ok()) << bufs.status();
+  const int64_t rows = int64_t{b.total_q()} * c.num_heads;
+  std::vector<uint16_t> poison(rows * kHeadDimV, reference::kPoisonBf16);
+  std::vector<uint32_t> lse_poison(rows, reference::kPoisonF32);
+  ASSERT_TRUE(bufs->Fill(b, b.kv_indices, poison, lse_poison, stream_).ok());
+  ASSERT_EQ(
+      mlajit_plan_update_async(plan, c.batch_size, static_cast<const int32_t*>(bufs->qo.get()),
+                               static_cast<const int32_t*>(bufs->kv_indptr.get()),
+                               bufs->kv_lens_or_null(b), stream_),
+      MLAJIT_STATUS_OK)
+      << mlajit_last_error();
+  mlajit_decode_args_t a = bufs->Args(b);
+  ASSERT_EQ(mlajit_decode(plan, &a, stream_), MLAJIT_STATUS_OK) << mlajit_last_error();
+  EXPECT_EQ(mlajit_plan_check_update(plan, stream_), MLAJIT_STATUS_OK) << mlajit_last_error();
+  auto dev = ReadBack(backend_, device_, *bufs, rows, stream_);
+  ASSERT_TRUE(dev.ok()) << dev.status();
+  ExpectMatchesReference(b, *dev, absl::StrCat("seed ", c.seed));
+  mlajit_plan_free(plan);
 }
 
 TEST_F(DevicePlanTest, CapturedStepReplaysWithChangingLayouts) {

@@ -2,6 +2,7 @@
 // (docs/VALIDATION.md): the plan config, plan_create's inputs and the decode
 // arguments, each with the exact status and the message naming the argument.
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -98,6 +99,37 @@ TEST(PlanLimitsValidation, EachField) {
   ExpectInvalid(ValidatePlanLimits(&bad), "limits.max_q_len=9: must be in 1..8");
   bad.max_q_len = 0;
   ExpectInvalid(ValidatePlanLimits(&bad), "limits.max_q_len=0");
+  bad = l;
+  bad.kv_len_hint = -1;
+  ExpectInvalid(ValidatePlanLimits(&bad),
+                "limits.kv_len_hint=-1: must be 0 (no hint) or a length in tokens");
+  mlajit_plan_limits_t hinted = l;
+  hinted.kv_len_hint = 4096;
+  absl::StatusOr<mlajit_plan_limits_t> read = ReadPlanLimits(&hinted);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->kv_len_hint, 4096);
+  EXPECT_EQ(read->max_batch_size, 64);
+  EXPECT_EQ(read->struct_size, sizeof(mlajit_plan_limits_t));
+}
+
+// A caller built against a header without kv_len_hint passes a struct_size
+// that ends before it: accepted, and whatever lies past its struct (here a
+// hint the caller never wrote) is not read.
+TEST(PlanLimitsValidation, OlderStructTakesNoHint) {
+  mlajit_plan_limits_t l = MLAJIT_PLAN_LIMITS_INIT;
+  l.max_batch_size = 8;
+  l.max_q_len = 2;
+  l.kv_len_hint = 1024;
+  l.struct_size = offsetof(mlajit_plan_limits_t, kv_len_hint);
+  absl::StatusOr<mlajit_plan_limits_t> read = ReadPlanLimits(&l);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->kv_len_hint, 0);
+  EXPECT_EQ(read->max_batch_size, 8);
+  EXPECT_EQ(read->max_q_len, 2);
+  l.kv_len_hint = -5;  // not the caller's field: not validated either
+  EXPECT_TRUE(ValidatePlanLimits(&l).ok());
+  l.struct_size = offsetof(mlajit_plan_limits_t, kv_len_hint) - 1;
+  ExpectInvalid(ValidatePlanLimits(&l), "limits->struct_size=11: expected >= 12");
 }
 
 // Device arrays are only checked for null and alignment, never read here.

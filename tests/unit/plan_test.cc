@@ -140,6 +140,32 @@ TEST(Scheduler, WorkUnitsCountRowTilesTimesTokenTiles) {
   EXPECT_EQ(WorkUnits(v, 32, 64), 4);
 }
 
+// A device-planned plan's bound (kv_len_hint) is MeasureBatch of the largest
+// batch its limits allow, and bounds every batch they allow.
+TEST(Scheduler, BoundBatchIsTheLargestBatchsMeasure) {
+  struct Case {
+    int batch, q_len, heads, kv;
+  };
+  for (const Case& c : {Case{4, 1, 32, 1024}, Case{3, 2, 16, 700}, Case{64, 1, 128, 8192},
+                        Case{1, 8, 128, 1}, Case{7, 3, 20, 65}}) {
+    const Layout full = MakeLayout(std::vector<int>(c.batch, c.q_len),
+                                   std::vector<int>(c.batch, c.kv), c.heads);
+    const BatchWork bound = BoundBatch(c.batch, c.q_len, c.heads, c.kv, 132);
+    EXPECT_EQ(bound.wide_units, MeasureBatch(full.view(), 132).wide_units)
+        << c.batch << " " << c.q_len << " " << c.heads << " " << c.kv;
+    EXPECT_EQ(bound.sm_count, 132);
+    // Fewer, shorter sequences weigh less.
+    const Layout less = MakeLayout(std::vector<int>(std::max(1, c.batch - 1), c.q_len),
+                                   std::vector<int>(std::max(1, c.batch - 1), c.kv / 2), c.heads);
+    EXPECT_LE(MeasureBatch(less.view(), 132).wide_units, bound.wide_units);
+  }
+  // (4,1,1024,32): 4 sequences x 1 row tile x 16 token tiles.
+  EXPECT_EQ(BoundBatch(4, 1, 32, 1024, 132).wide_units, 64);
+  // The largest limits do not overflow.
+  EXPECT_EQ(BoundBatch(1 << 20, 8, 128, 0x7fffffff, 132).wide_units,
+            int64_t{1 << 20} * 32 * ((int64_t{0x7fffffff} + 63) / 64));
+}
+
 // Equal tiles, at least as many CTAs: k aligned pieces per tile, one piece per
 // CTA (no CTA straddles two tiles), k splits per merge (none for k = 1).
 TEST(Scheduler, EqualTilesAreCutIntoAlignedPieces) {

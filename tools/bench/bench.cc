@@ -539,7 +539,9 @@ int Main(int argc, char** argv) {
           "                    [--tune]   (mlajit_tune each case first; the timed plans then\n"
           "                                use the recorded shapes)\n"
           "                    [--step-layers L]   (also: a device-planned step of L decode\n"
-          "                                         calls per case, captured in a graph)\n"
+          "                                         calls per case, captured in a graph; once\n"
+          "                                         without and once with the case's kv_len\n"
+          "                                         as the plan's kv_len_hint)\n"
           "                    [--schedule ARCH[:SMS]]  (no GPU: print each case's host\n"
           "                                         schedule for that target instead)\n");
       return 0;
@@ -704,11 +706,15 @@ int Main(int argc, char** argv) {
   flush_geomean();
   if (step_layers > 0) {
     std::printf("\n");
+    // Each case twice: as a plan sized by limits alone, and as one given the
+    // case's length as kv_len_hint (the tiles a host plan of the batch takes).
     for (const Case& c : cases) {
-      if (absl::Status s = RunStepGraph(**h, c.config, step_layers, 30); !s.ok()) {
-        std::fprintf(stderr, "%s: step graph: %s\n", CaseName(c.config).c_str(),
-                     std::string(s.message()).c_str());
-        return 1;
+      for (const int hint : {0, c.config.kv_len}) {
+        if (absl::Status s = RunStepGraph(**h, c.config, step_layers, 30, hint); !s.ok()) {
+          std::fprintf(stderr, "%s: step graph: %s\n", CaseName(c.config).c_str(),
+                       std::string(s.message()).c_str());
+          return 1;
+        }
       }
     }
   }

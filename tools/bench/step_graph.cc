@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "src/base/mla_types.h"
 #include "src/base/status_macros.h"
@@ -25,10 +27,27 @@ absl::StatusOr<DeviceBuffer> Upload(gpu::Backend* b, int dev, const std::vector<
   return d;
 }
 
+// The plan's tile rows, from its description.
+absl::StatusOr<int> PlanBlockM(mlajit_plan_t plan) {
+  char* json = nullptr;
+  MLAJIT_RETURN_IF_ERROR(FromC(mlajit_plan_describe_json(plan, &json)));
+  const std::string text(json);
+  mlajit_free(json);
+  const std::string field = "\"block_m\":";
+  const size_t at = text.find(field);
+  int block_m = 0;
+  if (at == std::string::npos ||
+      !absl::SimpleAtoi(text.substr(at + field.size(), text.find(',', at) - at - field.size()),
+                        &block_m)) {
+    return absl::InternalError(absl::StrCat("no block_m in the plan's description: ", text));
+  }
+  return block_m;
+}
+
 }  // namespace
 
 absl::Status RunStepGraph(harness::DecodeHarness& h, const reference::BatchConfig& config,
-                          int layers, int replays) {
+                          int layers, int replays, int kv_len_hint) {
   gpu::Backend* b = h.backend();
   const int dev = h.device();
   const reference::Batch batch = reference::GenerateBatch(config);
@@ -38,12 +57,14 @@ absl::Status RunStepGraph(harness::DecodeHarness& h, const reference::BatchConfi
   mlajit_plan_limits_t lim = MLAJIT_PLAN_LIMITS_INIT;
   lim.max_batch_size = batch_size;
   lim.max_q_len = config.q_len;
+  lim.kv_len_hint = kv_len_hint;
   mlajit_plan_t plan = nullptr;
   MLAJIT_RETURN_IF_ERROR(FromC(mlajit_plan_create_device(h.runtime(), &pc, &lim, &plan)));
   struct PlanFree {
     mlajit_plan_t p;
     ~PlanFree() { mlajit_plan_free(p); }
   } plan_free{plan};
+  MLAJIT_ASSIGN_OR_RETURN(const int block_m, PlanBlockM(plan));
 
   MLAJIT_ASSIGN_OR_RETURN(DeviceBuffer qo, Upload(b, dev, batch.qo_indptr));
   MLAJIT_ASSIGN_OR_RETURN(DeviceBuffer kv_indptr, Upload(b, dev, batch.kv_indptr));
@@ -130,13 +151,15 @@ absl::Status RunStepGraph(harness::DecodeHarness& h, const reference::BatchConfi
   MLAJIT_RETURN_IF_ERROR(destroyed);
 
   const double graph = Median(graph_us), eager = Median(eager_us), host = Median(host_us);
+  const std::string hint =
+      kv_len_hint > 0 ? absl::StrCat("kv_len_hint ", kv_len_hint) : std::string("no hint");
   std::printf(
-      "step of %d layers (%d,%d,%d,%d) %s%s: graph replay %.1f us (%.2f us/layer), eager %.1f us, "
-      "host enqueue %.1f us (%.2f us/call), medians of %d\n",
+      "step of %d layers (%d,%d,%d,%d) %s%s, %s, %d-row tiles: graph replay %.1f us (%.2f "
+      "us/layer), eager %.1f us, host enqueue %.1f us (%.2f us/call), medians of %d\n",
       layers, config.batch_size, config.q_len, config.kv_len, config.num_heads,
       std::string(KvFormatName(config.kv_format)).c_str(),
-      config.page_size ? absl::StrCat(" p", config.page_size).c_str() : "", graph, graph / layers,
-      eager, host, host / (layers + 1), replays);
+      config.page_size ? absl::StrCat(" p", config.page_size).c_str() : "", hint.c_str(), block_m,
+      graph, graph / layers, eager, host, host / (layers + 1), replays);
   return absl::OkStatus();
 }
 

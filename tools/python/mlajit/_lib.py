@@ -231,11 +231,12 @@ class PlanLimits(ctypes.Structure):
         ("struct_size", ctypes.c_uint32),
         ("max_batch_size", ctypes.c_int),
         ("max_q_len", ctypes.c_int),
+        ("kv_len_hint", ctypes.c_int),
     ]
 
     def __init__(self, **kwargs):
         # MLAJIT_PLAN_LIMITS_INIT
-        values = dict(max_batch_size=0, max_q_len=1)
+        values = dict(max_batch_size=0, max_q_len=1, kv_len_hint=0)
         values.update(kwargs)
         super().__init__(struct_size=ctypes.sizeof(PlanLimits), **values)
 

@@ -335,7 +335,7 @@ class Runtime:
 
     def device_plan(self, *, max_batch_size, max_q_len=1, num_heads, sm_scale,
                     kv_format="fp8_e4m3", q_mode="bf16", causal=True, page_size=0,
-                    write_lse=False):
+                    write_lse=False, kv_len_hint=0):
         """A plan whose schedule the GPU rebuilds on every :meth:`Plan.update`
         (``mlajit_plan_create_device``), for CUDA graphs.
 
@@ -349,18 +349,27 @@ class Runtime:
         Args:
           max_batch_size: 1..1048576, the largest batch of an update.
           max_q_len: 1..8, the longest q_len of a sequence in an update.
+          kv_len_hint: 0 (none), or the longest kv_len the caller expects: the
+            plan then takes the tiles a plan of its largest batch would take
+            (faster on small batches). A hint: longer sequences still decode
+            exactly.
           Other arguments as for :meth:`plan`.
         """
         max_batch_size = _int_arg(max_batch_size, "max_batch_size")
         max_q_len = _int_arg(max_q_len, "max_q_len")
+        kv_len_hint = _int_arg(kv_len_hint, "kv_len_hint")
         if not 1 <= max_batch_size <= (1 << 20):
             raise ValueError("max_batch_size=%d: expected 1..1048576" % max_batch_size)
         if not 1 <= max_q_len <= 8:
             raise ValueError("max_q_len=%d: expected 1..8" % max_q_len)
+        if not 0 <= kv_len_hint <= 0x7FFFFFFF:
+            raise ValueError("kv_len_hint=%d: expected 0 (no hint) or a length in tokens"
+                             % kv_len_hint)
         config, _, _, _, _ = prepare_plan([0], [0], num_heads, kv_format, q_mode, causal,
                                           sm_scale, page_size, None, write_lse)
         self._check_open()
-        limits = _lib.PlanLimits(max_batch_size=max_batch_size, max_q_len=max_q_len)
+        limits = _lib.PlanLimits(max_batch_size=max_batch_size, max_q_len=max_q_len,
+                                 kv_len_hint=kv_len_hint)
         plan = Plan(self, config, 0, None, None, None, limits=limits)
         with self._lock:
             self._plans.add(plan)

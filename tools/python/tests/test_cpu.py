@@ -188,7 +188,8 @@ def _layout_program():
         "  { mlajit_runtime_options_t r = MLAJIT_RUNTIME_OPTIONS_INIT;",
         '    printf("init runtime %u %d\\n", r.struct_size, r.device_index); }',
         "  { mlajit_plan_limits_t l = MLAJIT_PLAN_LIMITS_INIT;",
-        '    printf("init limits %u %d %d\\n", l.struct_size, l.max_batch_size, l.max_q_len); }',
+        '    printf("init limits %u %d %d %d\\n", l.struct_size, l.max_batch_size, l.max_q_len,',
+        "           l.kv_len_hint); }",
         "  { mlajit_cache_options_t o = MLAJIT_CACHE_OPTIONS_INIT;",
         '    printf("init cache %u\\n", o.struct_size); }',
         "  { mlajit_tune_options_t t = MLAJIT_TUNE_OPTIONS_INIT;",
@@ -256,7 +257,8 @@ class StructLayoutTest(unittest.TestCase):
         self.assertEqual(self.inits["cache"], [str(_lib.CacheOptions().struct_size)])
         lim = _lib.PlanLimits()
         self.assertEqual(self.inits["limits"],
-                         [str(lim.struct_size), str(lim.max_batch_size), str(lim.max_q_len)])
+                         [str(lim.struct_size), str(lim.max_batch_size), str(lim.max_q_len),
+                          str(lim.kv_len_hint)])
         t = _lib.TuneOptions()
         self.assertEqual(self.inits["tune"], [str(t.struct_size), str(t.warmup_calls),
                                               str(t.timed_calls), str(t.persist),
