@@ -12,6 +12,7 @@ namespace mlajit::bench {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(FormatSmExchange, NamesBothPartsTheTileTimeAndTheRateIn) {
   SmExchange e;
@@ -27,6 +28,10 @@ TEST(FormatSmExchange, NamesBothPartsTheTileTimeAndTheRateIn) {
   EXPECT_THAT(line, HasSubstr("2048 cycles a tile (median CTA; slowest   2100)"));
   EXPECT_THAT(line, HasSubstr(" 32.0 B/clk in"));  // 65536 bytes in 2048 cycles
   EXPECT_THAT(line, HasSubstr("300.2 us"));
+  EXPECT_THAT(line, Not(HasSubstr("relayed")));
+  e.relay = true;
+  EXPECT_THAT(FormatSmExchange(e),
+              HasSubstr("24 KB from the other SM a tile (its L2 part, relayed by bulk copies)"));
 }
 
 }  // namespace

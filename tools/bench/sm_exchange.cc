@@ -22,11 +22,14 @@ namespace {
 // to slot t % 2: its L2 part at kData + slot * (l2 + push), the other CTA's
 // push after it. Per slot: l2_full (the bulk copies landed), push_full (the
 // other CTA's stores landed), push_empty (the other CTA has read what this
-// CTA pushed into that slot).
+// CTA pushed into that slot). `relay`: thread 0 pushes each tile's L2 part,
+// once it has landed, into the other CTA's slot by bulk copies between the
+// two shared memories (push_bytes == l2_bytes), as a pair of CTAs sharing
+// every tile, each fetching half, would.
 constexpr const char* kExchangeKernel = R"(
 extern "C" __global__ void __launch_bounds__(256)
     mlajit_sm_exchange(const unsigned char* __restrict__ src, unsigned long long region,
-                       unsigned l2_bytes, unsigned push_bytes, unsigned rounds,
+                       unsigned l2_bytes, unsigned push_bytes, unsigned rounds, unsigned relay,
                        long long* __restrict__ cycles, unsigned* __restrict__ sums) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   constexpr unsigned kPiece = 4096, kData = 256;
@@ -64,7 +67,36 @@ extern "C" __global__ void __launch_bounds__(256)
   if (threadIdx.x == 0 && l2_bytes > 0) {
     for (unsigned r = 0; r < 2 && r < rounds; ++r) issue(r);
   }
-  for (unsigned r = 0; r < rounds; ++r) {
+  for (unsigned r = 0; r < rounds && relay != 0; ++r) {
+    const unsigned s = r & 1, parity = (r >> 1) & 1;
+    if (threadIdx.x != 0) continue;
+    const unsigned mine = data + s * slot_bytes;
+    Wait(l2_full + 8 * s, parity);
+    sum += *reinterpret_cast<const volatile unsigned*>(smem + kData + s * slot_bytes);
+    // Tile r's L2 part into the other CTA's slot s, once it has read tile
+    // r - 2 from there.
+    if (r >= 2) Wait(push_empty + 8 * s, parity ^ 1);
+    ExpectBytes(push_full + 8 * s, l2_bytes);  // the other's relay of its tile r
+    for (unsigned o = 0; o < l2_bytes; o += kPiece) {
+      asm volatile(
+          "cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes"
+          " [%0], [%1], %2, [%3];\n"
+          ::"r"(peer_data + s * slot_bytes + l2_bytes + o), "r"(mine + o), "r"(kPiece),
+          "r"(peer_full + 8 * s) : "memory");
+    }
+    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+    Wait(push_full + 8 * s, parity);
+    sum += *reinterpret_cast<const volatile unsigned*>(smem + kData + s * slot_bytes + l2_bytes);
+    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(peer_empty + 8 * s)
+                 : "memory");
+    if (r + 2 < rounds) {
+      // The relay has read the slot's L2 part before tile r + 2 replaces it.
+      asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+      issue(r + 2);
+    }
+  }
+  for (unsigned r = 0; r < rounds && relay == 0; ++r) {
     const unsigned s = r & 1, parity = (r >> 1) & 1;
     if (push_bytes > 0) {
       // Tile r's push into the other CTA's slot s, once it has read tile r - 2
@@ -115,12 +147,13 @@ constexpr uint8_t kFill = 0x5b;
 constexpr int kTimedRuns = 5;
 constexpr uint32_t kKb = 1024;
 
-// A CTA's checksum: the L2 word of every tile, and r + 1 from each pushed tile r.
-uint32_t ExpectedSum(uint32_t l2_bytes, uint32_t push_bytes) {
+// A CTA's checksum: the L2 word of every tile, and r + 1 from each pushed
+// tile r (relayed: the L2 word the other CTA forwarded).
+uint32_t ExpectedSum(uint32_t l2_bytes, uint32_t push_bytes, bool relay) {
   uint32_t sum = 0;
   for (uint32_t r = 0; r < kRounds; ++r) {
     if (l2_bytes > 0) sum += uint32_t{kFill} * 0x01010101u;
-    if (push_bytes > 0) sum += r + 1;
+    if (push_bytes > 0) sum += relay ? uint32_t{kFill} * 0x01010101u : r + 1;
   }
   return sum;
 }
@@ -157,15 +190,20 @@ absl::StatusOr<std::vector<SmExchange>> MeasureSmExchange(gpu::Backend* backend,
   const gpu::FunctionHandle kernel = exchange->function();
   MLAJIT_RETURN_IF_ERROR(backend->SetMaxDynamicSharedMemory(kernel, kSharedBytes));
 
-  const std::vector<std::pair<uint32_t, uint32_t>> tiles = {
-      {72 * kKb, 0}, {40 * kKb, 0}, {36 * kKb, 0}, {0, 24 * kKb},
-      {0, 36 * kKb}, {40 * kKb, 24 * kKb}, {36 * kKb, 36 * kKb}};
+  struct Tile {
+    uint32_t l2_bytes, push_bytes;
+    bool relay;
+  };
+  const std::vector<Tile> tiles = {
+      {72 * kKb, 0, false},        {40 * kKb, 0, false},        {36 * kKb, 0, false},
+      {0, 24 * kKb, false},        {0, 36 * kKb, false},        {40 * kKb, 24 * kKb, false},
+      {36 * kKb, 36 * kKb, false}, {36 * kKb, 36 * kKb, true}};
   std::vector<SmExchange> out;
-  for (const auto& [l2_bytes, push_bytes] : tiles) {
+  for (const auto& [l2_bytes, push_bytes, relay] : tiles) {
     gpu::DevicePtr src_ptr = src.ptr(), cycles_ptr = cycles.ptr(), sums_ptr = sums.ptr();
     unsigned long long region = kRegion;
-    unsigned l2 = l2_bytes, push = push_bytes, rounds = kRounds;
-    void* args[] = {&src_ptr, &region, &l2, &push, &rounds, &cycles_ptr, &sums_ptr};
+    unsigned l2 = l2_bytes, push = push_bytes, rounds = kRounds, relayed = relay ? 1 : 0;
+    void* args[] = {&src_ptr, &region, &l2, &push, &rounds, &relayed, &cycles_ptr, &sums_ptr};
     gpu::LaunchConfig config;
     config.grid_x = ctas;
     config.block_x = 256;
@@ -178,9 +216,9 @@ absl::StatusOr<std::vector<SmExchange>> MeasureSmExchange(gpu::Backend* backend,
     MLAJIT_ASSIGN_OR_RETURN(
         std::vector<int64_t> cta_cycles,
         ReadCtaCycles(backend, device, stream.get(), cycles.ptr(), sums.ptr(), ctas,
-                      ExpectedSum(l2_bytes, push_bytes),
-                      absl::StrFormat("SM exchange (%u KB from L2, %u KB pushed)",
-                                      l2_bytes / kKb, push_bytes / kKb),
+                      ExpectedSum(l2_bytes, push_bytes, relay),
+                      absl::StrFormat("SM exchange (%u KB from L2, %u KB %s)", l2_bytes / kKb,
+                                      push_bytes / kKb, relay ? "relayed" : "pushed"),
                       "a copy or a push"));
     std::vector<double> per_tile;
     for (int64_t c : cta_cycles) per_tile.push_back(static_cast<double>(c) / kRounds);
@@ -188,6 +226,7 @@ absl::StatusOr<std::vector<SmExchange>> MeasureSmExchange(gpu::Backend* backend,
     SmExchange e;
     e.l2_bytes = l2_bytes;
     e.push_bytes = push_bytes;
+    e.relay = relay;
     e.ctas = ctas;
     e.cycles_per_tile = per_tile[per_tile.size() / 2];
     e.slowest_cycles_per_tile = per_tile.back();
@@ -200,10 +239,12 @@ absl::StatusOr<std::vector<SmExchange>> MeasureSmExchange(gpu::Backend* backend,
 std::string FormatSmExchange(const SmExchange& e) {
   const double in = static_cast<double>(e.l2_bytes) + e.push_bytes;
   return absl::StrFormat(
-      "sm exchange: %2u KB from L2 + %2u KB from the other SM a tile, %3d CTAs: %6.0f cycles a "
+      "sm exchange: %2u KB from L2 + %2u KB from the other SM a tile%s, %3d CTAs: %6.0f cycles a "
       "tile (median CTA; slowest %6.0f), %5.1f B/clk in, %7.1f us",
-      e.l2_bytes / 1024, e.push_bytes / 1024, e.ctas, e.cycles_per_tile, e.slowest_cycles_per_tile,
-      e.cycles_per_tile > 0 ? in / e.cycles_per_tile : 0.0, e.launch_us);
+      e.l2_bytes / 1024, e.push_bytes / 1024,
+      e.relay ? " (its L2 part, relayed by bulk copies)" : "", e.ctas, e.cycles_per_tile,
+      e.slowest_cycles_per_tile, e.cycles_per_tile > 0 ? in / e.cycles_per_tile : 0.0,
+      e.launch_us);
 }
 
 }  // namespace mlajit::bench

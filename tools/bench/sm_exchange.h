@@ -13,7 +13,11 @@
 // The seesaw takes 72 KB from L2 a tile; the dim-split would take 36-40 KB
 // from L2 and 24 KB from the other SM. If the second runs faster than the
 // first, the path between SMs adds to the port from L2 and the dim-split's
-// tiles fill faster.
+// tiles fill faster. The relayed row is the simpler design's flow: two CTAs
+// on the same KV tiles (a 128-row sequence's two row tiles), each fetching
+// half of every tile from L2 and forwarding it to the other by bulk copies
+// between shared memories, so that each SM takes 36 KB a tile from L2 and 36
+// from the other SM, with the products unchanged.
 //
 //   MLAJIT_ASSIGN_OR_RETURN(std::vector<SmExchange> x, MeasureSmExchange(backend, 0));
 //   for (const SmExchange& e : x) std::printf("%s\n", FormatSmExchange(e).c_str());
@@ -32,6 +36,10 @@ namespace mlajit::bench {
 struct SmExchange {
   uint32_t l2_bytes = 0;    // a tile's bytes from L2
   uint32_t push_bytes = 0;  // ... and from the other CTA of the cluster
+  // The other CTA forwards its tiles' L2 parts by bulk copies between the
+  // shared memories (the tile shared by two CTAs, each fetching half),
+  // instead of storing push_bytes from its threads' registers.
+  bool relay = false;
   int ctas = 0;
   double cycles_per_tile = 0;          // the median CTA, by its own clock
   double slowest_cycles_per_tile = 0;  // the slowest CTA
@@ -44,7 +52,8 @@ constexpr const char* kSmExchangeKernel = "mlajit_sm_exchange";
 
 // Tiles of 72 KB from L2 alone (the seesaw's), 40 and 36 KB from L2 alone,
 // 24 and 36 KB from the other SM alone, and 40 + 24 and 36 + 36 KB from
-// both, on every pair of SMs at once; from L2-resident data. sm_90 and later.
+// both, then 36 + 36 KB relayed, on every pair of SMs at once; from
+// L2-resident data. sm_90 and later.
 absl::StatusOr<std::vector<SmExchange>> MeasureSmExchange(gpu::Backend* backend, int device);
 
 // One line for the bench's report.
