@@ -190,6 +190,27 @@ class DevicePlanTest : public HarnessSuite {
             .ok());
 
     // Device plan over the same layout.
+    Outputs dev;
+    std::string described;
+    DecodeWithDevicePlan(c, b, kv_len_hint, &dev, &described);
+    if (HasFatalFailure()) return;
+    // One schedule, one summation order: the very same bits.
+    EXPECT_EQ(std::memcmp(dev.out.data(), host_out.data(), host_out.size() * 2), 0)
+        << "outputs of the device-built and host-built plans differ";
+    EXPECT_EQ(std::memcmp(dev.lse.data(), host_lse.data(), host_lse.size() * 4), 0);
+    ExpectMatchesReference(b, dev, "device plan");
+    if (block_m > 0) {
+      EXPECT_NE(described.find(absl::StrCat("\"block_m\":", block_m, ",")), std::string::npos)
+          << described;
+    }
+  }
+
+  // Decodes batch `b` (of config `c`) with a device-built plan of limits
+  // (c.batch_size, c.q_len, kv_len_hint), its outputs poisoned first, into
+  // `got`; `described` receives the plan's description.
+  void DecodeWithDevicePlan(const BatchConfig& c, const Batch& b, int kv_len_hint, Outputs* got,
+                            std::string* described) {
+    const int64_t rows = int64_t{b.total_q()} * c.num_heads;
     mlajit_plan_config_t pc = harness::PlanConfigFor(c, b.sm_scale, true);
     mlajit_plan_limits_t lim = MLAJIT_PLAN_LIMITS_INIT;
     lim.max_batch_size = c.batch_size;
@@ -198,6 +219,14 @@ class DevicePlanTest : public HarnessSuite {
     mlajit_plan_t plan = nullptr;
     ASSERT_EQ(mlajit_plan_create_device(harness_->runtime(), &pc, &lim, &plan), MLAJIT_STATUS_OK)
         << mlajit_last_error();
+    struct PlanFree {
+      mlajit_plan_t p;
+      ~PlanFree() { mlajit_plan_free(p); }
+    } plan_free{plan};
+    char* json = nullptr;
+    ASSERT_EQ(mlajit_plan_describe_json(plan, &json), MLAJIT_STATUS_OK) << mlajit_last_error();
+    *described = json;
+    mlajit_free(json);
     auto bufs = StepBuffers::Allocate(backend_, device_, c);
     ASSERT_TRUE(bufs.ok()) << bufs.status();
     std::vector<uint16_t> poison(rows * kHeadDimV, reference::kPoisonBf16);
@@ -214,20 +243,7 @@ class DevicePlanTest : public HarnessSuite {
     EXPECT_EQ(mlajit_plan_check_update(plan, stream_), MLAJIT_STATUS_OK) << mlajit_last_error();
     auto dev = ReadBack(backend_, device_, *bufs, rows, stream_);
     ASSERT_TRUE(dev.ok()) << dev.status();
-    // One schedule, one summation order: the very same bits.
-    EXPECT_EQ(std::memcmp(dev->out.data(), host_out.data(), host_out.size() * 2), 0)
-        << "outputs of the device-built and host-built plans differ";
-    EXPECT_EQ(std::memcmp(dev->lse.data(), host_lse.data(), host_lse.size() * 4), 0);
-    ExpectMatchesReference(b, *dev, "device plan");
-    if (block_m > 0) {
-      char* json = nullptr;
-      ASSERT_EQ(mlajit_plan_describe_json(plan, &json), MLAJIT_STATUS_OK) << mlajit_last_error();
-      const std::string described(json);
-      mlajit_free(json);
-      EXPECT_NE(described.find(absl::StrCat("\"block_m\":", block_m, ",")), std::string::npos)
-          << described;
-    }
-    mlajit_plan_free(plan);
+    *got = std::move(*dev);
   }
 
   gpu::Backend* backend_ = nullptr;
@@ -312,34 +328,13 @@ TEST_F(DevicePlanTest, KvLenHintIsNotALimit) {
   c.kv_len = 5000;
   c.lengths = LengthDistribution::kUniform;
   c.seed = FreshSeed();
-  Batch b = reference::GenerateBatch(c);
-  mlajit_plan_config_t pc = harness::PlanConfigFor(c, b.sm_scale, true);
-  mlajit_plan_limits_t lim = MLAJIT_PLAN_LIMITS_INIT;
-  lim.max_batch_size = c.batch_size;
-  lim.max_q_len = c.q_len;
-  lim.kv_len_hint = 256;
-  mlajit_plan_t plan = nullptr;
-  ASSERT_EQ(mlajit_plan_create_device(harness_->runtime(), &pc, &lim, &plan), MLAJIT_STATUS_OK)
-      << mlajit_last_error();
-  auto bufs = StepBuffers::Allocate(backend_, device_, c);
-  ASSERT_TRUE(bufs.ok()) << bufs.status();
-  const int64_t rows = int64_t{b.total_q()} * c.num_heads;
-  std::vector<uint16_t> poison(rows * kHeadDimV, reference::kPoisonBf16);
-  std::vector<uint32_t> lse_poison(rows, reference::kPoisonF32);
-  ASSERT_TRUE(bufs->Fill(b, b.kv_indices, poison, lse_poison, stream_).ok());
-  ASSERT_EQ(
-      mlajit_plan_update_async(plan, c.batch_size, static_cast<const int32_t*>(bufs->qo.get()),
-                               static_cast<const int32_t*>(bufs->kv_indptr.get()),
-                               bufs->kv_lens_or_null(b), stream_),
-      MLAJIT_STATUS_OK)
-      << mlajit_last_error();
-  mlajit_decode_args_t a = bufs->Args(b);
-  ASSERT_EQ(mlajit_decode(plan, &a, stream_), MLAJIT_STATUS_OK) << mlajit_last_error();
-  EXPECT_EQ(mlajit_plan_check_update(plan, stream_), MLAJIT_STATUS_OK) << mlajit_last_error();
-  auto dev = ReadBack(backend_, device_, *bufs, rows, stream_);
-  ASSERT_TRUE(dev.ok()) << dev.status();
-  ExpectMatchesReference(b, *dev, absl::StrCat("seed ", c.seed));
-  mlajit_plan_free(plan);
+  const Batch b = reference::GenerateBatch(c);
+  Outputs dev;
+  std::string described;
+  DecodeWithDevicePlan(c, b, /*kv_len_hint=*/256, &dev, &described);
+  if (HasFatalFailure()) return;
+  EXPECT_NE(described.find("\"block_m\":16,"), std::string::npos) << described;
+  ExpectMatchesReference(b, dev, absl::StrCat("seed ", c.seed));
 }
 
 TEST_F(DevicePlanTest, CapturedStepReplaysWithChangingLayouts) {
