@@ -60,7 +60,7 @@ struct MlaDecodeParams {
   const int* work_indptr;    // [num_ctas + 1]: CTA c runs work[work_indptr[c] .. [c+1])
   const MlaSeqInfo* seqs;    // [batch]
   float* partial_o;          // [num_partials, BLOCK_M, 512] normalised, 16 bits each (f16
-                             // for fp8 KV, else bf16: MLA_F16_PARTIALS) in its first half
+                             // for fp8 KV, else bf16: MLA_F16_PARTIALS)
   float* partial_lse;        // [num_partials, BLOCK_M] fp32, natural log
   // [num_combine]. The merge kernel reads it (and plan_counters) before it
   // waits for the decode (mla_combine.cuh), so the decode must never write
