@@ -14,7 +14,7 @@ constexpr int NUM_THREADS = NUM_WARPS * 32;
 constexpr int GROUPS_PER_BLOCK = NUM_THREADS / 32;  // 32-lane groups
 constexpr int SPLIT_BATCH = 8;  // splits whose loads are in flight together
 constexpr int LONG_BATCH = 16;  // the same beyond SPLIT_BATCH splits
-constexpr int PARTIAL_BYTES = MLA_F16_PARTIALS ? 2 : 4;
+constexpr int PARTIAL_BYTES = 2;  // f16 or bf16 (mla_common.cuh)
 
 // HIP's second launch bound means waves per execution unit, not CTAs per SM.
 #if MLA_HIP
@@ -25,8 +25,8 @@ constexpr int PARTIAL_BYTES = MLA_F16_PARTIALS ? 2 : 4;
 #endif
 
 // A lane merges LC consecutive columns of a row: 4 (a quarter of the row per
-// 32-lane group), or, with f16 partials, 8 (a half: one 16-byte load per split
-// either way). Its LC values of a split, as stored, are W words.
+// 32-lane group, one 8-byte load per split) or 8 (a half, one 16-byte load).
+// Its LC values of a split, as stored, are W words.
 template <int LC>
 struct Lane {
   static constexpr int W = LC * PARTIAL_BYTES / 4;
@@ -82,9 +82,7 @@ MLA_INLINE void MergeSplits(const SplitBatch<B, LC>& b, float mx, float& wsum, f
 #pragma unroll
     for (int c = 0; c < LC; ++c) {
       const u32 word = b.v[i][c * PARTIAL_BYTES / 4];
-      const float v = MLA_F16_PARTIALS
-                          ? F16ToFloat(static_cast<u16>(c % 2 ? word >> 16 : word & 0xffffu))
-                          : __uint_as_float(word);
+      const float v = PartialToFloat(static_cast<u16>(c % 2 ? word >> 16 : word & 0xffffu));
       acc[c] += w * v;
     }
   }
@@ -187,18 +185,16 @@ MLA_INLINE void CombineUnits(const MlaDecodeParams& p, int num_combine) {
 
 // Quarters of rows, one unit per group at most, while the groups outnumber
 // them; past that (each group would merge several units one after another,
-// each a memory latency), f16 partials take halves, 8 columns a lane, which
-// halves the units at the same bytes per load (tools/bench/RESULTS.md v20).
+// each a memory latency), halves, 8 columns a lane, which halves the units
+// at the same bytes per load (tools/bench/RESULTS.md v20).
 // Reads the item count before the wait for the decode (CombineUnits).
 MLA_INLINE void CombineItems(const MlaDecodeParams& p) {
   const int num_combine =
       p.plan_counters != 0 ? p.plan_counters[MLA_PLAN_NUM_COMBINE] : p.num_combine;
-  if constexpr (MLA_F16_PARTIALS) {
-    const long long quarters = static_cast<long long>(num_combine) * BLOCK_M * 4;
-    if (quarters > static_cast<long long>(gridDim.x) * GROUPS_PER_BLOCK) {
-      CombineUnits<8>(p, num_combine);
-      return;
-    }
+  const long long quarters = static_cast<long long>(num_combine) * BLOCK_M * 4;
+  if (quarters > static_cast<long long>(gridDim.x) * GROUPS_PER_BLOCK) {
+    CombineUnits<8>(p, num_combine);
+    return;
   }
   CombineUnits<4>(p, num_combine);
 }

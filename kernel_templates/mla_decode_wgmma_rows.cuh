@@ -577,28 +577,20 @@ MLA_INLINE void StoreRows(const MlaDecodeParams& p, const MlaWorkItem& item, con
       }
     } else {
       const long long e = (static_cast<long long>(item.partial) * ROWS + n) * HEAD_DIM_V;
-      if (MLA_F16_PARTIALS) {
-        // f16 pairs: quads q and q ^ 1 swap one pair of each two 8-column
-        // groups, so that each lane stores 4 consecutive columns and each row
-        // of a warp's store is one whole 32-byte sector, as with fp32 pairs.
-        const bool odd = quad & 1;
+      // 16-bit pairs: quads q and q ^ 1 swap one pair of each two 8-column
+      // groups, so that each lane stores 4 consecutive columns and each row
+      // of a warp's store is one whole 32-byte sector.
+      const bool odd = quad & 1;
 #pragma unroll
-        for (int k = 0; k < 16; ++k) {
-          const u32 w0 = PackF16x2(o[8 * k + 2 * h] * inv, o[8 * k + 2 * h + 1] * inv);
-          const u32 w1 = PackF16x2(o[8 * k + 4 + 2 * h] * inv, o[8 * k + 5 + 2 * h] * inv);
-          const u32 got = __shfl_xor_sync(0xffffffffu, odd ? w0 : w1, 1);
-          // Even quads: group 2k, their columns, then the partner's; odd
-          // quads: group 2k + 1, the partner's columns first.
-          const int col = wg * 256 + 16 * k + (odd ? 8 + 2 * (quad - 1) : 2 * quad);
-          *reinterpret_cast<uint2*>(reinterpret_cast<u16*>(p.partial_o) + e + col) =
-              odd ? make_uint2(got, w1) : make_uint2(w0, got);
-        }
-      } else {
-#pragma unroll
-        for (int j = 0; j < 32; ++j) {
-          StorePartial2(p.partial_o, e + col0 + 8 * j, o[4 * j + 2 * h] * inv,
-                        o[4 * j + 2 * h + 1] * inv);
-        }
+      for (int k = 0; k < 16; ++k) {
+        const u32 w0 = PackPartial2(o[8 * k + 2 * h] * inv, o[8 * k + 2 * h + 1] * inv);
+        const u32 w1 = PackPartial2(o[8 * k + 4 + 2 * h] * inv, o[8 * k + 5 + 2 * h] * inv);
+        const u32 got = __shfl_xor_sync(0xffffffffu, odd ? w0 : w1, 1);
+        // Even quads: group 2k, their columns, then the partner's; odd
+        // quads: group 2k + 1, the partner's columns first.
+        const int col = wg * 256 + 16 * k + (odd ? 8 + 2 * (quad - 1) : 2 * quad);
+        *reinterpret_cast<uint2*>(reinterpret_cast<u16*>(p.partial_o) + e + col) =
+            odd ? make_uint2(got, w1) : make_uint2(w0, got);
       }
       if (wg == 0 && quad == 0) {
         p.partial_lse[item.partial * ROWS + n] = sum > 0.0f ? (m[h] + log2f(sum)) * LN2 : NegInf();

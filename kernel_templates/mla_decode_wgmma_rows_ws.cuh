@@ -567,8 +567,9 @@ MLA_INLINE void AccumulatorItem(const MlaDecodeParams& p, const MlaWorkItem& ite
       if (item.partial >= 0) {
         u16* to = reinterpret_cast<u16*>(p.partial_o) +
                   (static_cast<long long>(item.partial) * ROWS + row) * HEAD_DIM_V + dim0;
-        *reinterpret_cast<uint4*>(to) = make_uint4(PackF16x2(x[0], x[1]), PackF16x2(x[2], x[3]),
-                                                   PackF16x2(x[4], x[5]), PackF16x2(x[6], x[7]));
+        *reinterpret_cast<uint4*>(to) =
+            make_uint4(PackPartial2(x[0], x[1]), PackPartial2(x[2], x[3]),
+                       PackPartial2(x[4], x[5]), PackPartial2(x[6], x[7]));
       } else if (item.row_start + row < rows_total) {
         u16* to =
             static_cast<u16*>(p.out) +

@@ -59,8 +59,8 @@ struct MlaDecodeParams {
   const MlaWorkItem* work;   // all work items, grouped by CTA
   const int* work_indptr;    // [num_ctas + 1]: CTA c runs work[work_indptr[c] .. [c+1])
   const MlaSeqInfo* seqs;    // [batch]
-  float* partial_o;          // [num_partials, BLOCK_M, 512] normalised: fp32, or f16
-                             // in its first half for fp8 KV (MLA_F16_PARTIALS)
+  float* partial_o;          // [num_partials, BLOCK_M, 512] normalised, 16 bits each (f16
+                             // for fp8 KV, else bf16: MLA_F16_PARTIALS)
   float* partial_lse;        // [num_partials, BLOCK_M] fp32, natural log
   // [num_combine]. The merge kernel reads it (and plan_counters) before it
   // waits for the decode (mla_combine.cuh), so the decode must never write
@@ -119,7 +119,7 @@ enum MlaPlanError {
 #endif
 
 // The merge kernel runs one 32-lane group per (combine item, row, quarter of
-// the 512 output columns), or per half where f16 partials would leave each
+// the 512 output columns), or per half where that would leave each
 // group several quarters (mla_combine.cuh); the host sizes its grid for
 // quarters, at most one wave.
 #define MLA_COMBINE_GROUPS_PER_ROW 4

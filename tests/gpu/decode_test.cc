@@ -127,22 +127,27 @@ TEST_F(GpuDecodeTest, SixtyFourRowTiles) {
 TEST_F(GpuDecodeTest, Bf16SeesawEveryTileCount) {
   // bf16 work items of 8 tiles or more take the seesaw schedule on sm_90a
   // (tiles in pairs, the last pair possibly one tile, the last tile partial).
-  // 132 row tiles keep each sequence whole on an H200 (one item of 17 or 18
-  // tiles): odd and even tile counts, full and partial last tiles, flat and
-  // in pages of 16, both Q modes, 64 and 128 rows; and causal 96-row
-  // sequences (the second row tile part-filled) split in two pieces of 16
-  // and 17 tiles, merged.
+  // Lengths uniform in [1, kv_len] (Base()): items of 1 to 17 or 18 tiles,
+  // on both schedules, odd and even tile counts, full and partial last
+  // tiles, flat and in pages of 16, both Q modes, 64 and 128 rows; and
+  // causal 96-row sequences (the second row tile part-filled) of up to 33
+  // tiles, split and merged.
   for (QMode m : {QMode::kBf16, QMode::kFp8}) {
     for (Shape sh : {Shape{128, 1, 1025, 66, 0}, Shape{128, 1, 1088, 66, 16},
                      Shape{16, 4, 1150, 132, 0}, Shape{32, 3, 2100, 33, 0}}) {
       ExpectMatches(WithShape(KvFormat::kBf16, m, sh));
     }
   }
-  // Split pieces at the threshold: 128-row sequences cut in 16 pieces of 8
-  // tiles (seesaw) whose last is 7 tiles, part-filled (two-stage), or 8 in
-  // pages of 16, merged.
-  for (Shape sh : {Shape{32, 4, 8100, 4, 0}, Shape{32, 4, 8150, 4, 16}}) {
-    ExpectMatches(WithShape(KvFormat::kBf16, QMode::kBf16, sh));
+  // Split pieces at the threshold: 128-row sequences (random lengths, then
+  // every one 8100 or 8150 tokens long) cut into 16 pieces of 8 tiles on
+  // the seesaw, the last one part-filled and 7 tiles long (two-stage) or 8
+  // in pages of 16, merged.
+  for (LengthDistribution lengths : {LengthDistribution::kUniform, LengthDistribution::kFixed}) {
+    for (Shape sh : {Shape{32, 4, 8100, 4, 0}, Shape{32, 4, 8150, 4, 16}}) {
+      BatchConfig c = WithShape(KvFormat::kBf16, QMode::kBf16, sh);
+      c.lengths = lengths;
+      ExpectMatches(c);
+    }
   }
   // Skewed lengths: long items on the seesaw and short pieces on the
   // two-stage schedule in one launch, CTAs running up to five items of both
