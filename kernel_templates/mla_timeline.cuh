@@ -116,11 +116,16 @@ __device__ unsigned int launches;  // decode launches so far; PRINT_NOW once sta
 __shared__ int stamping;           // this CTA stamps on this launch
 constexpr unsigned int PRINT_NOW = 0x40000000u, PRINTED = 0x80000000u;
 
-// At the decode kernel's start, one thread per CTA, before a barrier.
+// At the decode kernel's start, one thread per CTA, before a barrier. The
+// stamps are cleared one launch ahead of the stamped one (serially, by one
+// thread: on the stamped launch it held CTA 0 back 13-16 µs, which the grid
+// timeline then showed as CTA 0's late start, RESULTS.md v51); with
+// MLA_TIMELINE=1 there is no launch ahead, and the stamped one clears them.
 MLA_INLINE void BeginLaunch() {
   if (threadIdx.x == 0) {
-    stamping = blockIdx.x == 0 && atomicAdd(&launches, 1u) + 1u == MLA_TIMELINE;
-    if (stamping) {
+    const unsigned int launch = blockIdx.x == 0 ? atomicAdd(&launches, 1u) + 1u : 0u;
+    stamping = launch == MLA_TIMELINE;
+    if (blockIdx.x == 0 && (launch + 1u == MLA_TIMELINE || (stamping && MLA_TIMELINE == 1))) {
       for (int i = 0; i < ROLES * TILES * EVENTS; ++i) (&stamps[0][0][0])[i] = -1;
       __threadfence();
     }
