@@ -14,7 +14,7 @@ constexpr int NUM_THREADS = NUM_WARPS * 32;
 constexpr int GROUPS_PER_BLOCK = NUM_THREADS / 32;  // 32-lane groups
 constexpr int SPLIT_BATCH = 8;  // splits whose loads are in flight together
 constexpr int LONG_BATCH = 16;  // the same beyond SPLIT_BATCH splits
-constexpr int PARTIAL_BYTES = 2;  // f16 or bf16 (mla_common.cuh)
+constexpr int PARTIAL_BYTES = MLA_PARTIAL_BYTES;
 
 // HIP's second launch bound means waves per execution unit, not CTAs per SM.
 #if MLA_HIP

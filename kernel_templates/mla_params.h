@@ -59,8 +59,8 @@ struct MlaDecodeParams {
   const MlaWorkItem* work;   // all work items, grouped by CTA
   const int* work_indptr;    // [num_ctas + 1]: CTA c runs work[work_indptr[c] .. [c+1])
   const MlaSeqInfo* seqs;    // [batch]
-  float* partial_o;          // [num_partials, BLOCK_M, 512] normalised, 16 bits each (f16
-                             // for fp8 KV, else bf16: MLA_F16_PARTIALS)
+  float* partial_o;          // [num_partials, BLOCK_M, 512] normalised, MLA_PARTIAL_BYTES each
+                             // (f16 for fp8 KV, else bf16: MLA_F16_PARTIALS)
   float* partial_lse;        // [num_partials, BLOCK_M] fp32, natural log
   // [num_combine]. The merge kernel reads it (and plan_counters) before it
   // waits for the decode (mla_combine.cuh), so the decode must never write
@@ -117,6 +117,11 @@ enum MlaPlanError {
 #else
 #define MLA_HOST_DEVICE
 #endif
+
+// Bytes of a split partial's value on every path (f16 or bf16,
+// mla_common.cuh): what the decode stores, the merge reads and the host
+// reserves.
+#define MLA_PARTIAL_BYTES 2
 
 // The merge kernel runs one 32-lane group per (combine item, row, quarter of
 // the 512 output columns), or per half where that would leave each

@@ -123,9 +123,10 @@ constexpr unsigned int PRINT_NOW = 0x40000000u, PRINTED = 0x80000000u;
 // MLA_TIMELINE=1 there is no launch ahead, and the stamped one clears them.
 MLA_INLINE void BeginLaunch() {
   if (threadIdx.x == 0) {
+    constexpr unsigned int CLEAR_ON = MLA_TIMELINE > 1 ? MLA_TIMELINE - 1 : 1;
     const unsigned int launch = blockIdx.x == 0 ? atomicAdd(&launches, 1u) + 1u : 0u;
     stamping = launch == MLA_TIMELINE;
-    if (blockIdx.x == 0 && (launch + 1u == MLA_TIMELINE || (stamping && MLA_TIMELINE == 1))) {
+    if (launch == CLEAR_ON) {
       for (int i = 0; i < ROLES * TILES * EVENTS; ++i) (&stamps[0][0][0])[i] = -1;
       __threadfence();
     }

@@ -7,13 +7,6 @@
 #include "src/base/status_macros.h"
 
 namespace mlajit::plan {
-namespace {
-
-// Every path stores its split partials in 16 bits (f16 for fp8 KV, else
-// bf16: kernel_templates/mla_common.cuh).
-constexpr size_t kPartialBytes = 2;
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<DevicePlan>> DevicePlan::Create(gpu::Backend* backend,
                                                                int device) {
@@ -60,7 +53,8 @@ absl::Status DevicePlan::Upload(const Schedule& s, int block_m) {
   MLAJIT_RETURN_IF_ERROR(
       Copy(&combine_, s.combine.data(), s.combine.size() * sizeof(MlaCombineItem)));
   const size_t partial_rows = static_cast<size_t>(s.num_partials) * block_m;
-  MLAJIT_RETURN_IF_ERROR(Reserve(&partial_o_, partial_rows * kHeadDimV * kPartialBytes));
+  MLAJIT_RETURN_IF_ERROR(
+      Reserve(&partial_o_, partial_rows * kHeadDimV * size_t{MLA_PARTIAL_BYTES}));
   MLAJIT_RETURN_IF_ERROR(Reserve(&partial_lse_, partial_rows * sizeof(float)));
   // The host vectors are the copies' sources: wait before they can go away.
   MLAJIT_RETURN_IF_ERROR(backend_->StreamSynchronize(device_, nullptr));
@@ -81,7 +75,8 @@ absl::Status DevicePlan::ReserveForDevicePlanner(int max_batch, int64_t max_tile
   MLAJIT_RETURN_IF_ERROR(reserve(&work_indptr_, num_ctas + 1, sizeof(int32_t)));
   MLAJIT_RETURN_IF_ERROR(reserve(&seqs_, max_batch, sizeof(MlaSeqInfo)));
   MLAJIT_RETURN_IF_ERROR(reserve(&combine_, num_ctas, sizeof(MlaCombineItem)));
-  MLAJIT_RETURN_IF_ERROR(reserve(&partial_o_, 2 * cuts * block_m * kHeadDimV, kPartialBytes));
+  MLAJIT_RETURN_IF_ERROR(
+      reserve(&partial_o_, 2 * cuts * block_m * kHeadDimV, size_t{MLA_PARTIAL_BYTES}));
   MLAJIT_RETURN_IF_ERROR(reserve(&partial_lse_, 2 * cuts * block_m, sizeof(float)));
   MLAJIT_RETURN_IF_ERROR(reserve(&counters_, MLA_PLAN_NUM_COUNTERS, sizeof(int32_t)));
   MLAJIT_RETURN_IF_ERROR(reserve(&tiles_, max_tiles, sizeof(MlaTile)));
