@@ -18,12 +18,13 @@ TEST(FormatSmExchange, NamesBothPartsTheTileTimeAndTheRateIn) {
   SmExchange e;
   e.l2_bytes = 40 * 1024;
   e.push_bytes = 24 * 1024;
+  e.piece = 8 * 1024;
   e.ctas = 132;
   e.cycles_per_tile = 2048;
   e.slowest_cycles_per_tile = 2100;
   e.launch_us = 300.25;
   const std::string line = FormatSmExchange(e);
-  EXPECT_THAT(line, HasSubstr("40 KB from L2 + 24 KB from the other SM a tile"));
+  EXPECT_THAT(line, HasSubstr("40 KB from L2 + 24 KB from the other SM a tile in  8 KB copies"));
   EXPECT_THAT(line, HasSubstr("132 CTAs"));
   EXPECT_THAT(line, HasSubstr("2048 cycles a tile (median CTA; slowest   2100)"));
   EXPECT_THAT(line, HasSubstr(" 32.0 B/clk in"));  // 65536 bytes in 2048 cycles

@@ -29,10 +29,11 @@ namespace {
 constexpr const char* kExchangeKernel = R"(
 extern "C" __global__ void __launch_bounds__(256)
     mlajit_sm_exchange(const unsigned char* __restrict__ src, unsigned long long region,
-                       unsigned l2_bytes, unsigned push_bytes, unsigned rounds, unsigned relay,
+                       unsigned l2_bytes, unsigned push_bytes, unsigned piece, unsigned rounds,
+                       unsigned relay,
                        long long* __restrict__ cycles, unsigned* __restrict__ sums) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  constexpr unsigned kPiece = 4096, kData = 256;
+  constexpr unsigned kData = 256;
   extern __shared__ __align__(128) unsigned char smem[];
   const unsigned bars = (unsigned)__cvta_generic_to_shared(smem);
   const unsigned l2_full = bars, push_full = bars + 16, push_empty = bars + 32;
@@ -53,12 +54,13 @@ extern "C" __global__ void __launch_bounds__(256)
   auto issue = [&](unsigned r) {  // thread 0: tile r's L2 part
     const unsigned s = r & 1;
     ExpectBytes(l2_full + 8 * s, l2_bytes);
-    for (unsigned o = 0; o < l2_bytes; o += kPiece) {
+    for (unsigned o = 0; o < l2_bytes; o += piece) {
       const unsigned char* at = from + ((unsigned long long)r * l2_bytes + o) % region;
       asm volatile(
           "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
           " [%0], [%1], %2, [%3];\n"
-          ::"r"(data + s * slot_bytes + o), "l"(at), "r"(kPiece), "r"(l2_full + 8 * s)
+          ::"r"(data + s * slot_bytes + o), "l"(at), "r"(min(piece, l2_bytes - o)),
+          "r"(l2_full + 8 * s)
           : "memory");
     }
   };
@@ -77,11 +79,12 @@ extern "C" __global__ void __launch_bounds__(256)
     // r - 2 from there.
     if (r >= 2) Wait(push_empty + 8 * s, parity ^ 1);
     ExpectBytes(push_full + 8 * s, l2_bytes);  // the other's relay of its tile r
-    for (unsigned o = 0; o < l2_bytes; o += kPiece) {
+    for (unsigned o = 0; o < l2_bytes; o += piece) {
       asm volatile(
           "cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes"
           " [%0], [%1], %2, [%3];\n"
-          ::"r"(peer_data + s * slot_bytes + l2_bytes + o), "r"(mine + o), "r"(kPiece),
+          ::"r"(peer_data + s * slot_bytes + l2_bytes + o), "r"(mine + o),
+          "r"(min(piece, l2_bytes - o)),
           "r"(peer_full + 8 * s) : "memory");
     }
     asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
@@ -146,6 +149,7 @@ constexpr uint32_t kSharedBytes = 192 << 10;  // over half an SM's: one CTA per 
 constexpr uint8_t kFill = 0x5b;
 constexpr int kTimedRuns = 5;
 constexpr uint32_t kKb = 1024;
+constexpr uint32_t kMaxPiece = 72 * kKb;
 
 // A CTA's checksum: the L2 word of every tile, and r + 1 from each pushed
 // tile r (relayed: the L2 word the other CTA forwarded).
@@ -175,15 +179,17 @@ absl::StatusOr<std::vector<SmExchange>> MeasureSmExchange(gpu::Backend* backend,
         device, props.arch));
   }
   const int ctas = props.sm_count / 2 * 2;
+  // A copy may run past its CTA's region into the next: the last one's slack.
+  const uint64_t src_bytes = kRegion * ctas + kMaxPiece;
   MLAJIT_ASSIGN_OR_RETURN(harness::DeviceBuffer src,
-                          harness::DeviceBuffer::Allocate(backend, device, kRegion * ctas));
+                          harness::DeviceBuffer::Allocate(backend, device, src_bytes));
   MLAJIT_ASSIGN_OR_RETURN(harness::DeviceBuffer cycles,
                           harness::DeviceBuffer::Allocate(backend, device, 8 * ctas));
   MLAJIT_ASSIGN_OR_RETURN(harness::DeviceBuffer sums,
                           harness::DeviceBuffer::Allocate(backend, device, 4 * ctas));
   gpu::ScopedStream stream(backend, device);
   MLAJIT_RETURN_IF_ERROR(stream.Create());
-  MLAJIT_RETURN_IF_ERROR(backend->MemsetD8(device, src.ptr(), kFill, kRegion * ctas, stream.get()));
+  MLAJIT_RETURN_IF_ERROR(backend->MemsetD8(device, src.ptr(), kFill, src_bytes, stream.get()));
   MLAJIT_ASSIGN_OR_RETURN(std::unique_ptr<BenchKernel> exchange,
                           BenchKernel::Load(backend, device, kSmExchangeKernel,
                                             SmExchangeKernelSource()));
@@ -191,19 +197,30 @@ absl::StatusOr<std::vector<SmExchange>> MeasureSmExchange(gpu::Backend* backend,
   MLAJIT_RETURN_IF_ERROR(backend->SetMaxDynamicSharedMemory(kernel, kSharedBytes));
 
   struct Tile {
-    uint32_t l2_bytes, push_bytes;
+    uint32_t l2_bytes, push_bytes, piece;
     bool relay;
   };
+  // v51's rows in 4 KB copies, then the seesaw's flow (72 KB from L2) and the
+  // dim-split's (40 + 24) in 8 KB copies (the seesaw's tensor boxes), 16 KB
+  // and whole tiles: does the comparison hold when copies are larger?
   const std::vector<Tile> tiles = {
-      {72 * kKb, 0, false},        {40 * kKb, 0, false},        {36 * kKb, 0, false},
-      {0, 24 * kKb, false},        {0, 36 * kKb, false},        {40 * kKb, 24 * kKb, false},
-      {36 * kKb, 36 * kKb, false}, {36 * kKb, 36 * kKb, true}};
+      {72 * kKb, 0, 4 * kKb, false},         {40 * kKb, 0, 4 * kKb, false},
+      {36 * kKb, 0, 4 * kKb, false},         {0, 24 * kKb, 4 * kKb, false},
+      {0, 36 * kKb, 4 * kKb, false},         {40 * kKb, 24 * kKb, 4 * kKb, false},
+      {36 * kKb, 36 * kKb, 4 * kKb, false},  {36 * kKb, 36 * kKb, 4 * kKb, true},
+      {72 * kKb, 0, 8 * kKb, false},         {72 * kKb, 0, 16 * kKb, false},
+      {72 * kKb, 0, 72 * kKb, false},        {40 * kKb, 0, 8 * kKb, false},
+      {40 * kKb, 0, 40 * kKb, false},        {40 * kKb, 24 * kKb, 8 * kKb, false},
+      {40 * kKb, 24 * kKb, 16 * kKb, false}, {40 * kKb, 24 * kKb, 40 * kKb, false},
+      {36 * kKb, 36 * kKb, 36 * kKb, true}};
   std::vector<SmExchange> out;
-  for (const auto& [l2_bytes, push_bytes, relay] : tiles) {
+  for (const auto& [l2_bytes, push_bytes, piece_bytes, relay] : tiles) {
     gpu::DevicePtr src_ptr = src.ptr(), cycles_ptr = cycles.ptr(), sums_ptr = sums.ptr();
     unsigned long long region = kRegion;
-    unsigned l2 = l2_bytes, push = push_bytes, rounds = kRounds, relayed = relay ? 1 : 0;
-    void* args[] = {&src_ptr, &region, &l2, &push, &rounds, &relayed, &cycles_ptr, &sums_ptr};
+    unsigned l2 = l2_bytes, push = push_bytes, piece = piece_bytes, rounds = kRounds,
+             relayed = relay ? 1 : 0;
+    void* args[] = {&src_ptr, &region,  &l2,         &push,    &piece,
+                    &rounds,  &relayed, &cycles_ptr, &sums_ptr};
     gpu::LaunchConfig config;
     config.grid_x = ctas;
     config.block_x = 256;
@@ -215,17 +232,19 @@ absl::StatusOr<std::vector<SmExchange>> MeasureSmExchange(gpu::Backend* backend,
                             MedianDeviceMs(backend, device, stream.get(), launch, kTimedRuns));
     MLAJIT_ASSIGN_OR_RETURN(
         std::vector<int64_t> cta_cycles,
-        ReadCtaCycles(backend, device, stream.get(), cycles.ptr(), sums.ptr(), ctas,
-                      ExpectedSum(l2_bytes, push_bytes, relay),
-                      absl::StrFormat("SM exchange (%u KB from L2, %u KB %s)", l2_bytes / kKb,
-                                      push_bytes / kKb, relay ? "relayed" : "pushed"),
-                      "a copy or a push"));
+        ReadCtaCycles(
+            backend, device, stream.get(), cycles.ptr(), sums.ptr(), ctas,
+            ExpectedSum(l2_bytes, push_bytes, relay),
+            absl::StrFormat("SM exchange (%u KB from L2 in %u KB copies, %u KB %s)", l2_bytes / kKb,
+                            piece_bytes / kKb, push_bytes / kKb, relay ? "relayed" : "pushed"),
+            "a copy or a push"));
     std::vector<double> per_tile;
     for (int64_t c : cta_cycles) per_tile.push_back(static_cast<double>(c) / kRounds);
     std::sort(per_tile.begin(), per_tile.end());
     SmExchange e;
     e.l2_bytes = l2_bytes;
     e.push_bytes = push_bytes;
+    e.piece = piece_bytes;
     e.relay = relay;
     e.ctas = ctas;
     e.cycles_per_tile = per_tile[per_tile.size() / 2];
@@ -239,12 +258,12 @@ absl::StatusOr<std::vector<SmExchange>> MeasureSmExchange(gpu::Backend* backend,
 std::string FormatSmExchange(const SmExchange& e) {
   const double in = static_cast<double>(e.l2_bytes) + e.push_bytes;
   return absl::StrFormat(
-      "sm exchange: %2u KB from L2 + %2u KB from the other SM a tile%s, %3d CTAs: %6.0f cycles a "
-      "tile (median CTA; slowest %6.0f), %5.1f B/clk in, %7.1f us",
+      "sm exchange: %2u KB from L2 + %2u KB from the other SM a tile%s in %2u KB copies, %3d "
+      "CTAs: %6.0f cycles a tile (median CTA; slowest %6.0f), %5.1f B/clk in, %7.1f us",
       e.l2_bytes / 1024, e.push_bytes / 1024,
-      e.relay ? " (its L2 part, relayed by bulk copies)" : "", e.ctas, e.cycles_per_tile,
-      e.slowest_cycles_per_tile, e.cycles_per_tile > 0 ? in / e.cycles_per_tile : 0.0,
-      e.launch_us);
+      e.relay ? " (its L2 part, relayed by bulk copies)" : "", e.piece / 1024, e.ctas,
+      e.cycles_per_tile, e.slowest_cycles_per_tile,
+      e.cycles_per_tile > 0 ? in / e.cycles_per_tile : 0.0, e.launch_us);
 }
 
 }  // namespace mlajit::bench

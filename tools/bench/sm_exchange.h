@@ -5,10 +5,10 @@
 //
 // Each CTA of a two-CTA cluster, one per SM, runs `rounds` tiles. A tile is
 // `l2_bytes` bulk-copied from L2 into this CTA's shared memory (one thread, in
-// 4 KB copies, as the seesaw's tensor copies) and `push_bytes` that the other
-// CTA's 256 threads store into it with st.async (as the dim-split's partial
-// scores and P would go), two tiles in flight each way. Every CTA times its
-// tiles with the SM clock and checks one word of each part.
+// copies of `piece` bytes; the seesaw's tensor copies are 8 KB boxes) and `push_bytes` that the
+// other CTA's 256 threads store into it with st.async (as the dim-split's partial scores and P
+// would go), two tiles in flight each way. Every CTA times its tiles with the SM clock and checks
+// one word of each part.
 //
 // The seesaw takes 72 KB from L2 a tile; the dim-split would take 36-40 KB
 // from L2 and 24 KB from the other SM. If the second runs faster than the
@@ -36,6 +36,7 @@ namespace mlajit::bench {
 struct SmExchange {
   uint32_t l2_bytes = 0;    // a tile's bytes from L2
   uint32_t push_bytes = 0;  // ... and from the other CTA of the cluster
+  uint32_t piece = 0;       // bytes per bulk copy of the L2 part (the last may be shorter)
   // The other CTA forwards its tiles' L2 parts by bulk copies between the
   // shared memories (the tile shared by two CTAs, each fetching half),
   // instead of storing push_bytes from its threads' registers.
@@ -50,10 +51,12 @@ struct SmExchange {
 const char* SmExchangeKernelSource();
 constexpr const char* kSmExchangeKernel = "mlajit_sm_exchange";
 
-// Tiles of 72 KB from L2 alone (the seesaw's), 40 and 36 KB from L2 alone,
-// 24 and 36 KB from the other SM alone, and 40 + 24 and 36 + 36 KB from
-// both, then 36 + 36 KB relayed, on every pair of SMs at once; from
-// L2-resident data. sm_90 and later.
+// In 4 KB copies: tiles of 72 KB from L2 alone (the seesaw's), 40 and 36 KB
+// from L2 alone, 24 and 36 KB from the other SM alone, and 40 + 24 and 36 +
+// 36 KB from both, then 36 + 36 KB relayed; then 72, 40 and 40 + 24 KB in
+// larger copies (8 KB, 16 KB, one a tile's L2 part) and 36 + 36 relayed in
+// whole halves. On every pair of SMs at once, from L2-resident data. sm_90
+// and later.
 absl::StatusOr<std::vector<SmExchange>> MeasureSmExchange(gpu::Backend* backend, int device);
 
 // One line for the bench's report.

@@ -299,8 +299,10 @@ extern "C" __global__ void mlajit_sm_fill_multicast(const unsigned char* __restr
 )";
 
 constexpr uint32_t kChunk = 16384;
-constexpr int kMaxSlots = 12;
-constexpr unsigned kRounds = 512;                      // 8 MB per CTA
+constexpr uint32_t kKb = 1024;
+constexpr int kMaxSlots = 16;                         // their mbarriers fill the first 128 bytes
+constexpr uint32_t kSlotBytes = 12 * kChunk;          // what the slots may take together
+constexpr uint64_t kBytesPerCta = uint64_t{8} << 20;  // 512 rounds of 16 KB
 // From L2: each CTA re-reads its own 256 KB (33 MB for 132 CTAs, inside L2).
 constexpr uint64_t kL2Region = uint64_t{256} << 10;
 constexpr uint8_t kFill = 0x5b;
@@ -330,16 +332,16 @@ absl::StatusOr<std::vector<SmFill>> MeasureSmFill(gpu::Backend* backend, int dev
         props.arch));
   }
   const int sms = props.sm_count;
-  const uint64_t per_cta = uint64_t{kRounds} * kChunk;
   MLAJIT_ASSIGN_OR_RETURN(harness::DeviceBuffer src,
-                          harness::DeviceBuffer::Allocate(backend, device, per_cta * sms));
+                          harness::DeviceBuffer::Allocate(backend, device, kBytesPerCta * sms));
   MLAJIT_ASSIGN_OR_RETURN(harness::DeviceBuffer cycles, harness::DeviceBuffer::Allocate(
                                                             backend, device, 8 * sms));
   MLAJIT_ASSIGN_OR_RETURN(harness::DeviceBuffer sums,
                           harness::DeviceBuffer::Allocate(backend, device, 4 * sms));
   gpu::ScopedStream stream(backend, device);
   MLAJIT_RETURN_IF_ERROR(stream.Create());
-  MLAJIT_RETURN_IF_ERROR(backend->MemsetD8(device, src.ptr(), kFill, per_cta * sms, stream.get()));
+  MLAJIT_RETURN_IF_ERROR(
+      backend->MemsetD8(device, src.ptr(), kFill, kBytesPerCta * sms, stream.get()));
 
   std::vector<SmFill> out;
   for (SmFillCopy copy : {SmFillCopy::kBulk, SmFillCopy::kCpAsync, SmFillCopy::kLoads,
@@ -348,7 +350,7 @@ absl::StatusOr<std::vector<SmFill>> MeasureSmFill(gpu::Backend* backend, int dev
     MLAJIT_ASSIGN_OR_RETURN(std::unique_ptr<BenchKernel> fill,
                             BenchKernel::Load(backend, device, KernelName(copy), kSmFillSource));
     const gpu::FunctionHandle kernel = fill->function();
-    MLAJIT_RETURN_IF_ERROR(backend->SetMaxDynamicSharedMemory(kernel, 128 + kMaxSlots * kChunk));
+    MLAJIT_RETURN_IF_ERROR(backend->SetMaxDynamicSharedMemory(kernel, 128 + kSlotBytes));
     const bool bulk = copy == SmFillCopy::kBulk;
     const bool peer = copy == SmFillCopy::kPeerLoads || copy == SmFillCopy::kPeerAndL2Loads;
     const bool multicast = copy == SmFillCopy::kMulticast;
@@ -356,25 +358,44 @@ absl::StatusOr<std::vector<SmFill>> MeasureSmFill(gpu::Backend* backend, int dev
     const std::vector<int> cta_counts = bulk        ? std::vector<int>{1, 16, sms / 2, sms}
                                         : clustered ? std::vector<int>{2, sms / 2 * 2}
                                                     : std::vector<int>{1, sms};
-    const std::vector<int> slot_counts = bulk ? std::vector<int>{2, 4, 9, kMaxSlots}
-                                         : copy == SmFillCopy::kCpAsync || multicast
-                                             ? std::vector<int>{4, 9}
-                                             : std::vector<int>{4};
+    // Copies of 16 KB at 2 to 12 in flight; bulk copies also from 4 to 64 KB
+    // a copy at 64 and 128 KB in flight (does a copy's size set the rate?).
+    struct Shape {
+      uint32_t chunk;
+      int slots;
+    };
+    std::vector<Shape> shapes;
+    for (int slots : bulk                                        ? std::vector<int>{2, 4, 9, 12}
+                     : copy == SmFillCopy::kCpAsync || multicast ? std::vector<int>{4, 9}
+                                                                 : std::vector<int>{4}) {
+      shapes.push_back({kChunk, slots});
+    }
+    if (bulk) {
+      for (uint32_t chunk : {4 * kKb, 8 * kKb, 32 * kKb, 64 * kKb}) {
+        for (uint32_t in_flight : {64 * kKb, 128 * kKb}) {
+          const int slots = static_cast<int>(in_flight / chunk);
+          if (slots >= 1 && slots <= kMaxSlots) shapes.push_back({chunk, slots});
+        }
+      }
+    }
     // The loads sum every word of each copy, the multicast one word of each
     // half, the others the first word.
     const uint32_t word = uint32_t{kFill} * 0x01010101u;
-    const uint32_t words_per_chunk = bulk || copy == SmFillCopy::kCpAsync ? 1u
-                                     : multicast                          ? 2u
-                                                                          : kChunk / 4;
-    const uint32_t expected_sum = kRounds * word * words_per_chunk;
     for (bool from_dram : peer ? std::vector<bool>{false} : std::vector<bool>{false, true}) {
       for (int ctas : cta_counts) {
-        for (int slots : slot_counts) {
+        for (const auto& [chunk_bytes, slots] : shapes) {
+          // The chunk sweep at one and every SM only.
+          if (chunk_bytes != kChunk && ctas != 1 && ctas != sms) continue;
+          const uint32_t rounds_per_cta = static_cast<uint32_t>(kBytesPerCta / chunk_bytes);
+          const uint32_t words_per_chunk = bulk || copy == SmFillCopy::kCpAsync ? 1u
+                                           : multicast                          ? 2u
+                                                                                : chunk_bytes / 4;
+          const uint32_t expected_sum = rounds_per_cta * word * words_per_chunk;
           gpu::DevicePtr src_ptr = src.ptr(), cycles_ptr = cycles.ptr(), sums_ptr = sums.ptr();
-          unsigned long long cta_stride = from_dram ? per_cta : kL2Region;
-          unsigned long long region = from_dram ? per_cta : kL2Region;
+          unsigned long long cta_stride = from_dram ? kBytesPerCta : kL2Region;
+          unsigned long long region = from_dram ? kBytesPerCta : kL2Region;
           // The peer kernel's fifth argument: how many of its 256 threads load from L2.
-          unsigned chunk = kChunk, rounds = kRounds,
+          unsigned chunk = chunk_bytes, rounds = rounds_per_cta,
                    slot_count = !peer                                 ? slots
                                 : copy == SmFillCopy::kPeerAndL2Loads ? 128u
                                                                       : 0u;
@@ -386,7 +407,7 @@ absl::StatusOr<std::vector<SmFill>> MeasureSmFill(gpu::Backend* backend, int dev
           config.cluster_x = clustered ? 2 : 1;
           // More than half an SM's shared memory whatever the kernel uses, so
           // that no two CTAs share an SM.
-          config.shared_memory_bytes = 128 + kMaxSlots * kChunk;
+          config.shared_memory_bytes = 128 + kSlotBytes;
           auto launch = [&](int) {
             return backend->Launch(device, kernel, config, args, stream.get());
           };
@@ -399,19 +420,19 @@ absl::StatusOr<std::vector<SmFill>> MeasureSmFill(gpu::Backend* backend, int dev
                             expected_sum, absl::StrCat("SM fill (", KernelName(copy), ")"),
                             "a copy"));
           std::vector<double> rates;
-          for (int64_t c : cta_cycles) rates.push_back(static_cast<double>(per_cta) / c);
+          for (int64_t c : cta_cycles) rates.push_back(static_cast<double>(kBytesPerCta) / c);
           SmFill f;
           f.copy = copy;
           f.from_dram = from_dram;
           f.ctas = ctas;
-          f.chunk = kChunk;
+          f.chunk = chunk_bytes;
           f.slots = slots;
-          f.bytes_per_cta = per_cta;
+          f.bytes_per_cta = kBytesPerCta;
           f.bytes_per_cycle = Median(rates);
           f.slowest_bytes_per_cycle = *std::min_element(rates.begin(), rates.end());
           f.fastest_bytes_per_cycle = *std::max_element(rates.begin(), rates.end());
           f.launch_us = ms * 1e3;
-          f.total_bytes_per_s = static_cast<double>(per_cta) * ctas / (ms * 1e-3);
+          f.total_bytes_per_s = static_cast<double>(kBytesPerCta) * ctas / (ms * 1e-3);
           out.push_back(f);
         }
       }

@@ -57,7 +57,9 @@ const char* KernelName(SmFillCopy copy);
 const char* CopyName(SmFillCopy copy);  // as the report line names it
 
 // Bulk copies at every combination of source (L2, DRAM), CTA count (1, 16,
-// half and all SMs) and bytes in flight (2, 4, 9 and 12 slots of 16 KB);
+// half and all SMs) and bytes in flight (2, 4, 9 and 12 slots of 16 KB), and
+// at 1 and all SMs in copies of 4, 8, 32 and 64 KB with 64 and 128 KB in
+// flight;
 // cp.async and loads from both sources at 1 and all SMs; the peer loads (L2)
 // and the multicast copies (L2, DRAM; 4 and 9 slots) in one cluster and in
 // as many as the SMs hold.
