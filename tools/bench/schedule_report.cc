@@ -16,21 +16,42 @@
 namespace mlajit::bench {
 namespace {
 
-// One SM takes in at most 26.7 bytes a clock by bulk copies, from L2 or DRAM
-// (H200 at 1980 MHz, `mlajit_bench --sm-fill`; RESULTS.md v45, v51), and
-// DRAM serves at most 4.45 TB/s (DESIGN.md's streaming read): the rates of
-// the report's two bounds.
-constexpr double kSmFillBytesPerSecond = 26.7 * 1.98e9;
+// At the H200's top clock, 1980 MHz, one SM takes in at most 26.7 bytes a
+// clock by bulk copies, from L2 or DRAM (`mlajit_bench --sm-fill`;
+// RESULTS.md v45, v51), and its tensor cores do at most 4096 bf16 or 8192
+// fp8 dense FLOPs a clock (their peak: the 64-row bf16 seesaw's products run
+// there, v45, above the 680 TFLOP/s that cuBLAS sustains); DRAM serves at
+// most 4.45 TB/s (its streaming read).
+constexpr double kClockHz = 1.98e9;
+constexpr double kSmFillBytesPerSecond = 26.7 * kClockHz;
+constexpr double kSmBf16FlopsPerSecond = 4096 * kClockHz;
+constexpr double kSmFp8FlopsPerSecond = 8192 * kClockHz;
 constexpr double kDramBytesPerSecond = 4.45e12;
 
-// Bytes an item brings into its SM: its KV positions as stored and its Q
-// rows in bf16 (each item loads its own Q, split pieces again).
-int64_t ItemInBytes(const MlaWorkItem& w, const MlaSeqInfo& seq, int block_m, int num_heads,
-                    KvFormat kv_format) {
-  const int rows_total = seq.q_len * num_heads;
+// What an item asks of its SM: the bytes it brings in (its KV positions as
+// stored and its Q rows in bf16: each item loads its own Q, split pieces
+// again) and the seconds its products take at the SM's tensor rate, as
+// issued (block_m rows by whole 64-token tiles), each at the rate the
+// accuracy contract allows (tools/bench/roofline.h): P V in bf16; S in bf16,
+// or as two e4m3 terms for fp8 and MXFP4 KV with bf16 Q, or one with a8 Q.
+struct SmLoad {
+  double in_bytes = 0;
+  double mma_seconds = 0;
+};
+SmLoad ItemLoad(const MlaWorkItem& w, const MlaSeqInfo& seq, int block_m,
+                const reference::BatchConfig& config) {
+  const int rows_total = seq.q_len * config.num_heads;
   const int64_t rows = std::max(0, std::min(block_m, rows_total - w.row_start));
   const int64_t tokens = std::max(0, w.kv_end - w.kv_start);
-  return tokens * KvBytesPerToken(kv_format) + rows * kHeadDimQk * 2;
+  const double issued = static_cast<double>(block_m) * ((tokens + 63) / 64 * 64);
+  const double s_seconds = config.kv_format == KvFormat::kBf16 ? 1 / kSmBf16FlopsPerSecond
+                           : config.q_mode == QMode::kFp8      ? 1 / kSmFp8FlopsPerSecond
+                                                               : 2 / kSmFp8FlopsPerSecond;
+  SmLoad load;
+  load.in_bytes =
+      static_cast<double>(tokens * KvBytesPerToken(config.kv_format) + rows * kHeadDimQk * 2);
+  load.mma_seconds = issued * 2 * (kHeadDimQk * s_seconds + kHeadDimV / kSmBf16FlopsPerSecond);
+  return load;
 }
 
 }  // namespace
@@ -46,8 +67,8 @@ absl::Status PrintSchedules(
         "--schedule \"", target, "\": expected ARCH or ARCH:SM_COUNT (e.g. sm_90a:132)"));
   }
   const std::string& arch = parts[0];
-  std::printf("%-40s %5s %5s %8s %6s %9s %9s %6s %6s %8s %7s %7s %s\n", "case", "rows", "ctas",
-              "cut", "active", "max_cost", "mean", "items", "merges", "sm_in_KB", "in_us",
+  std::printf("%-40s %5s %5s %8s %6s %9s %9s %6s %6s %8s %7s %7s %7s %s\n", "case", "rows", "ctas",
+              "cut", "active", "max_cost", "mean", "items", "merges", "sm_in_KB", "in_us", "mma_us",
               "dram_us", "splits (count x merges)");
   for (const auto& [name, config] : cases) {
     const reference::BatchLayout layout = reference::GenerateLayout(config);
@@ -70,20 +91,24 @@ absl::Status PrintSchedules(
     for (int c = 0; c < sc.num_ctas; ++c) {
       max_items = std::max(max_items, s.work_indptr[c + 1] - s.work_indptr[c]);
     }
-    // The busiest SM takes in at least its busiest CTA's bytes and at least
-    // the mean over SMs (CTAs sharing an SM share its rate).
-    int64_t max_cta_in = 0, total_in = 0;
+    // The busiest SM takes in and computes at least its busiest CTA's share
+    // and at least the mean over SMs (CTAs sharing an SM share its rates).
+    SmLoad max_cta, total;
     for (int c = 0; c < sc.num_ctas; ++c) {
-      int64_t in = 0;
+      SmLoad cta;
       for (int i = s.work_indptr[c]; i < s.work_indptr[c + 1]; ++i) {
         const MlaWorkItem& w = s.work[i];
-        in += ItemInBytes(w, s.seqs[w.seq], t.block_m, config.num_heads, config.kv_format);
+        const SmLoad item = ItemLoad(w, s.seqs[w.seq], t.block_m, config);
+        cta.in_bytes += item.in_bytes;
+        cta.mma_seconds += item.mma_seconds;
       }
-      max_cta_in = std::max(max_cta_in, in);
-      total_in += in;
+      max_cta.in_bytes = std::max(max_cta.in_bytes, cta.in_bytes);
+      max_cta.mma_seconds = std::max(max_cta.mma_seconds, cta.mma_seconds);
+      total.in_bytes += cta.in_bytes;
+      total.mma_seconds += cta.mma_seconds;
     }
-    const double sm_in =
-        std::max(static_cast<double>(max_cta_in), static_cast<double>(total_in) / sm_count);
+    const double sm_in = std::max(max_cta.in_bytes, total.in_bytes / sm_count);
+    const double sm_mma = std::max(max_cta.mma_seconds, total.mma_seconds / sm_count);
     // DRAM: every KV position once, Q once, the output once.
     double unique = 0;
     for (const MlaSeqInfo& seq : s.seqs) {
@@ -97,11 +122,11 @@ absl::Status PrintSchedules(
       absl::StrAppend(&hist, hist.empty() ? "" : " ", n, "x", count);
     const std::string cut =
         s.pieces_per_tile > 0 ? absl::StrCat("aligned", s.pieces_per_tile) : "line";
-    std::printf("%-40s %5d %5d %8s %6d %9lld %9.0f %6d %6zu %8.0f %7.1f %7.1f %s\n", name.c_str(),
-                t.block_m, sc.num_ctas, cut.c_str(), s.active_ctas,
+    std::printf("%-40s %5d %5d %8s %6d %9lld %9.0f %6d %6zu %8.0f %7.1f %7.1f %7.1f %s\n",
+                name.c_str(), t.block_m, sc.num_ctas, cut.c_str(), s.active_ctas,
                 static_cast<long long>(s.max_cta_cost),
                 static_cast<double>(s.total_cost) / std::max(1, s.active_ctas), max_items,
-                s.combine.size(), sm_in / 1024, sm_in / kSmFillBytesPerSecond * 1e6,
+                s.combine.size(), sm_in / 1024, sm_in / kSmFillBytesPerSecond * 1e6, sm_mma * 1e6,
                 unique / kDramBytesPerSecond * 1e6, hist.empty() ? "-" : hist.c_str());
   }
   return absl::OkStatus();
