@@ -16,7 +16,10 @@
 // burst (launch gaps hidden), effective TB/s and TFLOP/s, and the
 // floor: max(bytes / read bandwidth, FLOPs / tensor rate), and the floor with
 // each product at the rate the accuracy contract allows (contract_us,
-// roofline.h). Both ceilings are
+// roofline.h), and the largest of the plan's schedule's per-SM bounds
+// (bound_us: the bytes into the busiest SM at its fill rate, its products at
+// the tensor cores' peak, the call's bytes at DRAM's; schedule_report.h).
+// Both ceilings are
 // measured at start (ceilings.h: a streaming-read kernel, cublasLt products),
 // or taken from DESIGN.md with --ceilings assumed. First-call costs (cold
 // compile, warm disk load) are measured separately, never mixed in. With
@@ -157,6 +160,9 @@ struct Result {
   double paced_us = 0;  // median of the same calls without the hold: host-paced
   double bytes = 0, flops = 0, floor_us = 0;
   double contract_floor_us = 0;  // roofline.h
+  // The plan's schedule's per-SM bounds (schedule_report.h); bound_us 0 when
+  // they could not be computed (a warning says why).
+  SmBounds bounds;
   double rel_err = 0;
   bool passed = false;
   int copies = 1;
@@ -289,6 +295,22 @@ absl::StatusOr<Result> RunCase(DecodeHarness& h, const Case& c, const Ceilings& 
   MLAJIT_RETURN_IF_ERROR(harness::FromC(mlajit_plan_describe_json(db->plan, &plan_json)));
   r.plan_json = plan_json;
   mlajit_free(plan_json);
+  {
+    const reference::BatchLayout layout{db->batch.qo_indptr, db->batch.kv_indptr,
+                                        db->batch.kv_lens};
+    absl::StatusOr<gpu::DeviceProperties> props = h.backend()->GetDeviceProperties(h.device());
+    absl::StatusOr<plan::ScheduleConfig> sc = ScheduleConfigOfPlan(r.plan_json);
+    absl::StatusOr<SmBounds> bounds = !props.ok() ? props.status()
+                                      : !sc.ok()
+                                          ? sc.status()
+                                          : ScheduleBounds(c.config, layout, *sc, props->sm_count);
+    if (bounds.ok()) {
+      r.bounds = *bounds;
+    } else {
+      std::fprintf(stderr, "mlajit_bench: %s: bound_us skipped: %s\n", CaseName(c.config).c_str(),
+                   std::string(bounds.status().message()).c_str());
+    }
+  }
   if (check) {
     MLAJIT_ASSIGN_OR_RETURN(harness::CaseResult cr, h.Check(*db, {false, 1, nullptr}));
     r.rel_err = cr.out.rel_l2;
@@ -661,23 +683,29 @@ int Main(int argc, char** argv) {
                  check && !r->passed ? " (MISMATCH)" : "", r->plan_json.c_str());
   }
   std::printf(
-      "\n%-8s %-30s %9s %9s %9s %9s %9s %9s %8s %8s %9s %7s %11s %9s %9s %3s %7s %7s\n", "suite",
-      "case", "median_us", "min_us", "paced_us", "burst_us", "graph_us", "host_us", "TB/s",
-      "TFLOP/s", "floor_us", "%floor", "contract_us", "%contract", "rel_err", "ok", "sm_MHz",
-      "slow%");
+      "\n%-8s %-30s %9s %9s %9s %9s %9s %9s %8s %8s %9s %7s %11s %9s %8s %7s %9s %3s %7s "
+      "%7s\n",
+      "suite", "case", "median_us", "min_us", "paced_us", "burst_us", "graph_us", "host_us", "TB/s",
+      "TFLOP/s", "floor_us", "%floor", "contract_us", "%contract", "bound_us", "%bound", "rel_err",
+      "ok", "sm_MHz", "slow%");
   std::string current;
-  double log_sum = 0, log_floor = 0, log_contract = 0, log_paced = 0;
+  double log_sum = 0, log_floor = 0, log_contract = 0, log_paced = 0, log_bound = 0;
   int n = 0;
+  bool all_bounds = true;  // the geomean's bound only when every case has one
   auto flush_geomean = [&]() {
     if (n > 0) {
       const double median = std::exp(log_sum / n), floor = std::exp(log_floor / n);
-      const double contract = std::exp(log_contract / n);
-      std::printf("%-8s %-30s %9.2f %9s %9.2f %9s %9s %9s %8s %8s %9.2f %6.1f%% %11.2f %8.1f%%\n",
+      const double contract = std::exp(log_contract / n), bound = std::exp(log_bound / n);
+      const std::string bound_cols =
+          all_bounds ? absl::StrFormat(" %8.2f %6.1f%%", bound, 100 * bound / median) : "";
+      std::printf("%-8s %-30s %9.2f %9s %9.2f %9s %9s %9s %8s %8s %9.2f %6.1f%% %11.2f %8.1f%%%s\n",
                   current.c_str(), "geomean", median, "", std::exp(log_paced / n), "", "", "", "",
-                  "", floor, 100 * floor / median, contract, 100 * contract / median);
+                  "", floor, 100 * floor / median, contract, 100 * contract / median,
+                  bound_cols.c_str());
     }
-    log_sum = log_floor = log_contract = log_paced = 0;
+    log_sum = log_floor = log_contract = log_paced = log_bound = 0;
     n = 0;
+    all_bounds = true;
   };
   for (const Result& r : results) {
     if (r.c.suite != current) {
@@ -689,18 +717,27 @@ int Main(int argc, char** argv) {
     const ClockSummary& k = r.clocks;
     const std::string mhz = k.available ? absl::StrCat(k.sm_mhz_median) : "-";
     const std::string slowed = k.available ? absl::StrFormat("%.0f", 100 * k.slowed) : "-";
+    const double bound = r.bounds.bound_us();
+    const std::string bound_us = bound > 0 ? absl::StrFormat("%.2f", bound) : "-";
+    const std::string bound_pct =
+        bound > 0 ? absl::StrFormat("%.1f%%", 100 * bound / r.median_us) : "-";
     std::printf(
         "%-8s %-30s %9.2f %9.2f %9.2f %9.2f %9s %9.2f %8.2f %8.1f %9.2f %6.1f%% %11.2f %8.1f%% "
-        "%9.2e %3s %7s %7s\n",
+        "%8s %7s %9.2e %3s %7s %7s\n",
         r.c.suite.c_str(), CaseName(r.c.config).c_str(), r.median_us, r.min_us, r.paced_us,
-        r.burst_us, graph.c_str(), r.host_us, r.bytes / s * 1e-12, r.flops / s * 1e-12,
-        r.floor_us, 100 * r.floor_us / r.median_us, r.contract_floor_us,
-        100 * r.contract_floor_us / r.median_us, r.rel_err,
+        r.burst_us, graph.c_str(), r.host_us, r.bytes / s * 1e-12, r.flops / s * 1e-12, r.floor_us,
+        100 * r.floor_us / r.median_us, r.contract_floor_us,
+        100 * r.contract_floor_us / r.median_us, bound_us.c_str(), bound_pct.c_str(), r.rel_err,
         check ? (r.passed ? "yes" : "NO") : "-", mhz.c_str(), slowed.c_str());
     log_sum += std::log(r.median_us);
     log_floor += std::log(r.floor_us);
     log_contract += std::log(r.contract_floor_us);
     log_paced += std::log(r.paced_us);
+    if (bound > 0) {
+      log_bound += std::log(bound);
+    } else {
+      all_bounds = false;
+    }
     ++n;
   }
   flush_geomean();
@@ -766,7 +803,13 @@ int Main(int argc, char** argv) {
           << ",\"hold_us\":" << r.hold_us << ",\"burst_us\":" << r.burst_us
           << ",\"graph_us\":" << r.graph_us << ",\"host_us\":" << r.host_us
           << ",\"bytes\":" << r.bytes << ",\"flops\":" << r.flops << ",\"floor_us\":" << r.floor_us
-          << ",\"contract_floor_us\":" << r.contract_floor_us
+          << ",\"contract_floor_us\":" << r.contract_floor_us << ",\"bounds\":"
+          << (r.bounds.bound_us() > 0
+                  ? absl::StrFormat("{\"sm_in_bytes\":%.0f,\"in_us\":%.3f,\"mma_us\":%.3f,"
+                                    "\"dram_us\":%.3f,\"bound_us\":%.3f}",
+                                    r.bounds.sm_in_bytes, r.bounds.in_us, r.bounds.mma_us,
+                                    r.bounds.dram_us, r.bounds.bound_us())
+                  : "null")
           << ",\"rel_err\":" << r.rel_err << ",\"passed\":" << (r.passed ? "true" : "false")
           << ",\"copies\":" << r.copies << ",\"clocks\":" << ClocksJson(r.clocks)
           << ",\"times_us\":["

@@ -56,6 +56,75 @@ SmLoad ItemLoad(const MlaWorkItem& w, const MlaSeqInfo& seq, int block_m,
 
 }  // namespace
 
+double SmBounds::bound_us() const { return std::max({in_us, mma_us, dram_us}); }
+
+SmBounds BoundsOf(const plan::Schedule& s, const plan::ScheduleConfig& sc, int sm_count,
+                  const reference::BatchConfig& config) {
+  // The busiest SM takes in and computes at least its busiest CTA's share
+  // and at least the mean over SMs (CTAs sharing an SM share its rates).
+  SmLoad max_cta, total;
+  for (int c = 0; c < sc.num_ctas; ++c) {
+    SmLoad cta;
+    for (int i = s.work_indptr[c]; i < s.work_indptr[c + 1]; ++i) {
+      const MlaWorkItem& w = s.work[i];
+      const SmLoad item = ItemLoad(w, s.seqs[w.seq], sc.block_m, config);
+      cta.in_bytes += item.in_bytes;
+      cta.mma_seconds += item.mma_seconds;
+    }
+    max_cta.in_bytes = std::max(max_cta.in_bytes, cta.in_bytes);
+    max_cta.mma_seconds = std::max(max_cta.mma_seconds, cta.mma_seconds);
+    total.in_bytes += cta.in_bytes;
+    total.mma_seconds += cta.mma_seconds;
+  }
+  // DRAM: every KV position once, Q once, the output once.
+  double unique = 0;
+  for (const MlaSeqInfo& seq : s.seqs) {
+    unique += static_cast<double>(seq.kv_len) * KvBytesPerToken(config.kv_format) +
+              static_cast<double>(seq.q_len) * config.num_heads * (kHeadDimQk + kHeadDimV) * 2;
+  }
+  SmBounds b;
+  b.sm_in_bytes = std::max(max_cta.in_bytes, total.in_bytes / sm_count);
+  b.in_us = b.sm_in_bytes / kSmFillBytesPerSecond * 1e6;
+  b.mma_us = std::max(max_cta.mma_seconds, total.mma_seconds / sm_count) * 1e6;
+  b.dram_us = unique / kDramBytesPerSecond * 1e6;
+  return b;
+}
+
+absl::StatusOr<plan::ScheduleConfig> ScheduleConfigOfPlan(const std::string& plan_json) {
+  auto field = [&](absl::string_view name) -> absl::StatusOr<int> {
+    const std::string key = absl::StrCat("\"", name, "\":");
+    if (const size_t at = plan_json.find(key); at != std::string::npos) {
+      absl::string_view rest = absl::string_view(plan_json).substr(at + key.size());
+      rest = rest.substr(0, rest.find_first_of(",}"));
+      int value = 0;
+      if (absl::SimpleAtoi(rest, &value)) return value;
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat("plan description ", plan_json, ": no integer \"", name, "\""));
+  };
+  plan::ScheduleConfig sc;
+  MLAJIT_ASSIGN_OR_RETURN(sc.num_ctas, field("num_ctas"));
+  MLAJIT_ASSIGN_OR_RETURN(sc.block_m, field("block_m"));
+  MLAJIT_ASSIGN_OR_RETURN(sc.block_n, field("block_n"));
+  MLAJIT_ASSIGN_OR_RETURN(sc.min_cost_per_cta, field("min_split_cost"));
+  return sc;
+}
+
+absl::StatusOr<SmBounds> ScheduleBounds(const reference::BatchConfig& config,
+                                        const reference::BatchLayout& layout,
+                                        const plan::ScheduleConfig& sc, int sm_count) {
+  plan::LayoutView view;
+  view.num_heads = config.num_heads;
+  view.page_size = config.page_size;
+  view.causal = config.causal;
+  view.qo_indptr = layout.qo_indptr;
+  view.kv_indptr = layout.kv_indptr;
+  view.kv_lens = layout.kv_lens;
+  MLAJIT_RETURN_IF_ERROR(plan::ValidateLayout(view));
+  MLAJIT_ASSIGN_OR_RETURN(plan::Schedule s, plan::BuildSchedule(view, sc));
+  return BoundsOf(s, sc, sm_count, config);
+}
+
 absl::Status PrintSchedules(
     const std::string& target,
     const std::vector<std::pair<std::string, reference::BatchConfig>>& cases) {
@@ -91,30 +160,7 @@ absl::Status PrintSchedules(
     for (int c = 0; c < sc.num_ctas; ++c) {
       max_items = std::max(max_items, s.work_indptr[c + 1] - s.work_indptr[c]);
     }
-    // The busiest SM takes in and computes at least its busiest CTA's share
-    // and at least the mean over SMs (CTAs sharing an SM share its rates).
-    SmLoad max_cta, total;
-    for (int c = 0; c < sc.num_ctas; ++c) {
-      SmLoad cta;
-      for (int i = s.work_indptr[c]; i < s.work_indptr[c + 1]; ++i) {
-        const MlaWorkItem& w = s.work[i];
-        const SmLoad item = ItemLoad(w, s.seqs[w.seq], t.block_m, config);
-        cta.in_bytes += item.in_bytes;
-        cta.mma_seconds += item.mma_seconds;
-      }
-      max_cta.in_bytes = std::max(max_cta.in_bytes, cta.in_bytes);
-      max_cta.mma_seconds = std::max(max_cta.mma_seconds, cta.mma_seconds);
-      total.in_bytes += cta.in_bytes;
-      total.mma_seconds += cta.mma_seconds;
-    }
-    const double sm_in = std::max(max_cta.in_bytes, total.in_bytes / sm_count);
-    const double sm_mma = std::max(max_cta.mma_seconds, total.mma_seconds / sm_count);
-    // DRAM: every KV position once, Q once, the output once.
-    double unique = 0;
-    for (const MlaSeqInfo& seq : s.seqs) {
-      unique += static_cast<double>(seq.kv_len) * KvBytesPerToken(config.kv_format) +
-                static_cast<double>(seq.q_len) * config.num_heads * (kHeadDimQk + kHeadDimV) * 2;
-    }
+    const SmBounds b = BoundsOf(s, sc, sm_count, config);
     std::map<int, int> splits;
     for (const MlaCombineItem& m : s.combine) ++splits[m.num_splits];
     std::string hist;
@@ -122,12 +168,11 @@ absl::Status PrintSchedules(
       absl::StrAppend(&hist, hist.empty() ? "" : " ", n, "x", count);
     const std::string cut =
         s.pieces_per_tile > 0 ? absl::StrCat("aligned", s.pieces_per_tile) : "line";
-    std::printf("%-40s %5d %5d %8s %6d %9lld %9.0f %6d %6zu %8.0f %7.1f %7.1f %7.1f %s\n",
-                name.c_str(), t.block_m, sc.num_ctas, cut.c_str(), s.active_ctas,
-                static_cast<long long>(s.max_cta_cost),
-                static_cast<double>(s.total_cost) / std::max(1, s.active_ctas), max_items,
-                s.combine.size(), sm_in / 1024, sm_in / kSmFillBytesPerSecond * 1e6, sm_mma * 1e6,
-                unique / kDramBytesPerSecond * 1e6, hist.empty() ? "-" : hist.c_str());
+    std::printf(
+        "%-40s %5d %5d %8s %6d %9lld %9.0f %6d %6zu %8.0f %7.1f %7.1f %7.1f %s\n", name.c_str(),
+        t.block_m, sc.num_ctas, cut.c_str(), s.active_ctas, static_cast<long long>(s.max_cta_cost),
+        static_cast<double>(s.total_cost) / std::max(1, s.active_ctas), max_items, s.combine.size(),
+        b.sm_in_bytes / 1024, b.in_us, b.mma_us, b.dram_us, hist.empty() ? "-" : hist.c_str());
   }
   return absl::OkStatus();
 }

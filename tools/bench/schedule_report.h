@@ -24,9 +24,29 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "src/plan/scheduler.h"
 #include "src/reference/batch_generator.h"
 
 namespace mlajit::bench {
+
+// The three bounds of a schedule (above), without launches.
+struct SmBounds {
+  double sm_in_bytes = 0;  // into the busiest SM
+  double in_us = 0, mma_us = 0, dram_us = 0;
+  double bound_us() const;  // the largest of the three
+};
+SmBounds BoundsOf(const plan::Schedule& schedule, const plan::ScheduleConfig& config, int sm_count,
+                  const reference::BatchConfig& batch);
+// The schedule `config` makes of `layout` (of a batch like `batch`), and its
+// bounds: for the bench, which rebuilds the one its plan runs
+// (ScheduleConfigOfPlan) on the device's SM count.
+absl::StatusOr<SmBounds> ScheduleBounds(const reference::BatchConfig& batch,
+                                        const reference::BatchLayout& layout,
+                                        const plan::ScheduleConfig& config, int sm_count);
+// A plan's scheduler parameters from mlajit_plan_describe_json's "num_ctas",
+// "block_m", "block_n" and "min_split_cost".
+absl::StatusOr<plan::ScheduleConfig> ScheduleConfigOfPlan(const std::string& plan_json);
 
 // `target`: "ARCH" or "ARCH:SM_COUNT" (default 132 SMs). Prints one line per
 // (name, config). kInvalidArgument for a malformed target.
