@@ -89,12 +89,18 @@ TEST(FormatChainFloor, NamesTheShapeAndEveryFigure) {
 TEST(ChainShapes, MatchTheirCasesWork) {
   // 32 rows per sequence in 16-row tiles; a piece per CTA covers the
   // sequence's 1024 tokens in 64-token tiles.
-  for (const ChainShape& s : {SmallestCaseChain(), BatchOf32Chain()}) {
+  // (The host schedule's own pieces: schedule_report_test.cc.)
+  for (const ChainShape& s :
+       {SmallestCaseChain(), BatchOf32Chain(), SmallestCaseChainBf16(), BatchOf32ChainBf16()}) {
     EXPECT_EQ(s.rows, 16) << s.name;
     EXPECT_EQ(s.splits * s.tiles_per_piece * 64, 1024) << s.name;
   }
   EXPECT_EQ(SmallestCaseChain().row_tiles, 4 * 2);
   EXPECT_EQ(BatchOf32Chain().row_tiles, 32 * 2);
+  EXPECT_EQ(SmallestCaseChainBf16().row_tiles, 4 * 2);
+  EXPECT_EQ(BatchOf32ChainBf16().row_tiles, 32 * 2);
+  EXPECT_EQ(SmallestCaseChain().token_bytes, 576);
+  EXPECT_EQ(SmallestCaseChainBf16().token_bytes, 1152);
 }
 
 TEST(StreamHold, OutlastsTheHostsEnqueueing) {

@@ -8,6 +8,7 @@
 #include "gtest/gtest.h"
 #include "src/plan/scheduler.h"
 #include "src/plan/tile_policy.h"
+#include "tools/bench/chain_floor.h"
 
 namespace mlajit::bench {
 namespace {
@@ -26,9 +27,9 @@ reference::BatchConfig Case(int batch, int q_len, int kv_len, int heads, KvForma
   return c;
 }
 
-// The schedule the policy gives `c` on 132 SMs of sm_90a, and its bounds.
-SmBounds PolicyBounds(const reference::BatchConfig& c) {
-  const reference::BatchLayout layout = reference::GenerateLayout(c);
+// The scheduler parameters the policy gives `c` on 132 SMs of sm_90a.
+plan::ScheduleConfig PolicyConfig(const reference::BatchConfig& c,
+                                  const reference::BatchLayout& layout) {
   plan::LayoutView view;
   view.num_heads = c.num_heads;
   view.causal = c.causal;
@@ -38,7 +39,13 @@ SmBounds PolicyBounds(const reference::BatchConfig& c) {
   absl::StatusOr<plan::TileShape> t = plan::ChooseTilesWithOverrides(
       "sm_90a", c.q_len * c.num_heads, c.kv_format, &work, nullptr, 0);
   EXPECT_TRUE(t.ok()) << t.status();
-  absl::StatusOr<SmBounds> b = ScheduleBounds(c, layout, plan::ScheduleConfigFor(*t, 132), 132);
+  return t.ok() ? plan::ScheduleConfigFor(*t, 132) : plan::ScheduleConfig{};
+}
+
+// The policy's schedule of `c` and its bounds.
+SmBounds PolicyBounds(const reference::BatchConfig& c) {
+  const reference::BatchLayout layout = reference::GenerateLayout(c);
+  absl::StatusOr<SmBounds> b = ScheduleBounds(c, layout, PolicyConfig(c, layout), 132);
   EXPECT_TRUE(b.ok()) << b.status();
   return b.value_or(SmBounds{});
 }
@@ -79,6 +86,41 @@ TEST(ScheduleBounds, RowTilesOfOneSequenceEachBringTheirKvIn) {
   const double twice_kv = 2.0 * 32 * 1024 * 1152 + 32.0 * 32 * 1152;
   EXPECT_GE(b.sm_in_bytes, twice_kv / 132);
   EXPECT_LT(b.sm_in_bytes, 2 * twice_kv / 132);  // the schedule spreads it
+}
+
+// The chain floor's shapes (chain_floor.h) are the host schedule's pieces of
+// their cases: its tile rows, CTAs, pieces per row tile and tiles per piece.
+TEST(ChainShapes, AreTheirCasesHostSchedules) {
+  struct Mirror {
+    ChainShape shape;
+    reference::BatchConfig c;
+  };
+  for (const Mirror& m : {Mirror{SmallestCaseChain(), Case(4, 1, 1024, 32, KvFormat::kFp8E4m3)},
+                          Mirror{BatchOf32Chain(), Case(32, 1, 1024, 32, KvFormat::kFp8E4m3)},
+                          Mirror{SmallestCaseChainBf16(), Case(4, 1, 1024, 32, KvFormat::kBf16)},
+                          Mirror{BatchOf32ChainBf16(), Case(32, 1, 1024, 32, KvFormat::kBf16)}}) {
+    const reference::BatchLayout layout = reference::GenerateLayout(m.c);
+    const plan::ScheduleConfig sc = PolicyConfig(m.c, layout);
+    plan::LayoutView view;
+    view.num_heads = m.c.num_heads;
+    view.causal = m.c.causal;
+    view.qo_indptr = layout.qo_indptr;
+    view.kv_indptr = layout.kv_indptr;
+    absl::StatusOr<plan::Schedule> s = plan::BuildSchedule(view, sc);
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_EQ(sc.block_m, m.shape.rows) << m.shape.name;
+    EXPECT_EQ(sc.num_ctas, m.shape.ctas_per_sm * 132) << m.shape.name;
+    EXPECT_EQ(s->active_ctas, m.shape.row_tiles * m.shape.splits) << m.shape.name;
+    EXPECT_EQ(s->work.size(), static_cast<size_t>(m.shape.row_tiles * m.shape.splits))
+        << m.shape.name;
+    ASSERT_EQ(s->combine.size(), static_cast<size_t>(m.shape.row_tiles)) << m.shape.name;
+    for (const MlaCombineItem& item : s->combine) {
+      EXPECT_EQ(item.num_splits, m.shape.splits) << m.shape.name;
+    }
+    for (const MlaWorkItem& w : s->work) {
+      EXPECT_EQ(w.kv_end - w.kv_start, m.shape.tiles_per_piece * 64) << m.shape.name;
+    }
+  }
 }
 
 TEST(ScheduleConfigOfPlan, ReadsTheSchedulersParameters) {

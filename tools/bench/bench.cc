@@ -26,7 +26,8 @@
 // --launch-floor, empty kernels launched as a call's one, two or three
 // kernels are timed the same way first (launch_floor.h): the least a call
 // can take on this device; and so are two small split cases' chains of
-// dependent memory accesses with no arithmetic (chain_floor.h). With
+// dependent memory accesses with no arithmetic, with fp8 and with bf16 KV
+// (chain_floor.h). With
 // --sm-fill, how fast bulk copies fill one SM's shared memory, from L2 and
 // from DRAM, at 1 to every SM busy (sm_fill.h): the ceiling of kernels that
 // stream whole tiles into shared memory; and whether a tile split between
@@ -624,7 +625,8 @@ int Main(int argc, char** argv) {
     }
     floor = *f;
     std::printf("%s\n", FormatLaunchFloor(*floor).c_str());
-    for (const ChainShape& shape : {SmallestCaseChain(), BatchOf32Chain()}) {
+    for (const ChainShape& shape :
+         {SmallestCaseChain(), BatchOf32Chain(), SmallestCaseChainBf16(), BatchOf32ChainBf16()}) {
       absl::StatusOr<ChainFloor> c =
           MeasureChainFloor((*h)->backend(), (*h)->device(), shape, warmup_ms, runs);
       if (!c.ok()) {
@@ -785,11 +787,12 @@ int Main(int argc, char** argv) {
         out << (i ? "," : "")
             << absl::StrFormat(
                    "{\"shape\":\"%s\",\"row_tiles\":%d,\"splits\":%d,\"tiles_per_piece\":%d,"
-                   "\"rows\":%d,\"kv_copies\":%d,\"decode_only_us\":%.3f,"
-                   "\"decode_merge_us\":%.3f,\"decode_merge_l2_us\":%.3f}",
+                   "\"rows\":%d,\"token_bytes\":%d,\"ctas_per_sm\":%d,\"kv_copies\":%d,"
+                   "\"decode_only_us\":%.3f,\"decode_merge_us\":%.3f,"
+                   "\"decode_merge_l2_us\":%.3f}",
                    c.shape.name, c.shape.row_tiles, c.shape.splits, c.shape.tiles_per_piece,
-                   c.shape.rows, c.kv_copies, c.decode_only_us, c.decode_merge_us,
-                   c.decode_merge_l2_us);
+                   c.shape.rows, c.shape.token_bytes, c.shape.ctas_per_sm, c.kv_copies,
+                   c.decode_only_us, c.decode_merge_us, c.decode_merge_l2_us);
       }
       out << "]";
     }

@@ -131,7 +131,6 @@ extern "C" __global__ void mlajit_chain_merge(const Pair* partial_o, const float
 )";
 
 constexpr unsigned kBlock = 128;     // the swap-AB decode's CTA, and the merge's
-constexpr int kTokenBytes = 576;     // fp8 KV
 constexpr int kQRowBytes = 576 * 2;  // bf16 Q
 constexpr int kTileTokens = 64;
 constexpr int kRowsPerSequence = 32;  // 32 heads, q_len 1
@@ -142,19 +141,29 @@ constexpr uint64_t kRotatedKvBytes = uint64_t{160} << 20;  // larger than the H2
 
 const char* ChainFloorKernelSource() { return kChainFloorSource; }
 
-ChainShape SmallestCaseChain() { return {"(4,1,1024,32) fp8", 8, 8, 2, 16}; }
-ChainShape BatchOf32Chain() { return {"(32,1,1024,32) fp8", 64, 4, 4, 16}; }
+ChainShape SmallestCaseChain() { return {"(4,1,1024,32) fp8", 8, 8, 2, 16, 576, 2}; }
+ChainShape BatchOf32Chain() { return {"(32,1,1024,32) fp8", 64, 4, 4, 16, 576, 2}; }
+ChainShape SmallestCaseChainBf16() { return {"(4,1,1024,32) bf16", 8, 8, 2, 16, 1152, 1}; }
+ChainShape BatchOf32ChainBf16() { return {"(32,1,1024,32) bf16", 64, 2, 8, 16, 1152, 1}; }
 
 absl::StatusOr<ChainFloor> MeasureChainFloor(gpu::Backend* backend, int device,
                                              const ChainShape& shape, double warmup_ms, int runs) {
   if (shape.row_tiles <= 0 || shape.splits < 1 || shape.splits > 8 || shape.tiles_per_piece < 1 ||
-      shape.rows != 16 || shape.row_tiles % 2 != 0) {
+      shape.rows != 16 || shape.row_tiles % 2 != 0 || shape.token_bytes % 16 != 0 ||
+      shape.token_bytes <= 0 || shape.ctas_per_sm < 1) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "chain floor: shape %s (%d row tiles, %d splits, %d tiles, %d rows): expected an even "
-        "number of 16-row tiles and 1..8 splits",
-        shape.name, shape.row_tiles, shape.splits, shape.tiles_per_piece, shape.rows));
+        "chain floor: shape %s (%d row tiles, %d splits, %d tiles, %d rows, %d-byte tokens, %d "
+        "CTAs per SM): expected an even number of 16-row tiles, 1..8 splits, tokens of a "
+        "multiple of 16 bytes and at least one CTA per SM",
+        shape.name, shape.row_tiles, shape.splits, shape.tiles_per_piece, shape.rows,
+        shape.token_bytes, shape.ctas_per_sm));
   }
   MLAJIT_ASSIGN_OR_RETURN(gpu::DeviceProperties props, backend->GetDeviceProperties(device));
+  if (shape.row_tiles * shape.splits > shape.ctas_per_sm * props.sm_count) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "chain floor: shape %s needs %d working CTAs, more than its grid of %d per SM on %d SMs",
+        shape.name, shape.row_tiles * shape.splits, shape.ctas_per_sm, props.sm_count));
+  }
   MLAJIT_ASSIGN_OR_RETURN(
       std::unique_ptr<BenchKernel> decode,
       BenchKernel::Load(backend, device, "mlajit_chain_decode", kChainFloorSource));
@@ -168,10 +177,10 @@ absl::StatusOr<ChainFloor> MeasureChainFloor(gpu::Backend* backend, int device,
   const int seqs = sh.row_tiles / row_tiles_per_seq;
   const int active = sh.row_tiles * sh.splits;
   const long long seq_tokens = static_cast<long long>(sh.splits) * sh.tiles_per_piece * kTileTokens;
-  const uint64_t kv_bytes = static_cast<uint64_t>(seqs * seq_tokens * kTokenBytes);
+  const uint64_t kv_bytes = static_cast<uint64_t>(seqs * seq_tokens * sh.token_bytes);
   f.kv_copies = static_cast<int>(std::max<uint64_t>(1, kRotatedKvBytes / kv_bytes));
   const int q_words = sh.rows * kQRowBytes / 16;
-  const int kv_words = sh.tiles_per_piece * kTileTokens * kTokenBytes / 16;
+  const int kv_words = sh.tiles_per_piece * kTileTokens * sh.token_bytes / 16;
 
   // Records: CTA b is piece b % splits of row tile b / splits.
   struct Record {
@@ -182,7 +191,7 @@ absl::StatusOr<ChainFloor> MeasureChainFloor(gpu::Backend* backend, int device,
     const int tile = b / sh.splits, piece = b % sh.splits, seq = tile / row_tiles_per_seq;
     records[static_cast<size_t>(b)] = {
         static_cast<int32_t>((seq * seq_tokens + piece * sh.tiles_per_piece * kTileTokens) *
-                             kTokenBytes / 16),
+                             sh.token_bytes / 16),
         tile * q_words, b, 0};
   }
   using harness::DeviceBuffer;
@@ -227,7 +236,7 @@ absl::StatusOr<ChainFloor> MeasureChainFloor(gpu::Backend* backend, int device,
       void* decode_args[] = {&rec_ptr,     &kv_ptr, &q_ptr, &po_ptr, &pl_ptr,
                              &active_ctas, &q_w,    &kv_w,  &rows,   &counter_ptr};
       gpu::LaunchConfig dc;
-      dc.grid_x = 2 * static_cast<unsigned>(props.sm_count);  // as the schedule's grid
+      dc.grid_x = static_cast<unsigned>(sh.ctas_per_sm * props.sm_count);  // the schedule's grid
       dc.block_x = kBlock;
       ++launches;
       MLAJIT_RETURN_IF_ERROR(

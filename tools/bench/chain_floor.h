@@ -1,5 +1,6 @@
 // What a small split case's data flow costs with none of its arithmetic: a
-// call shaped like (4,1,1024,32) or (32,1,1024,32) fp8 with its split, whose
+// call shaped like (4,1,1024,32) or (32,1,1024,32), fp8 or bf16, with its
+// split, whose
 // kernels make exactly the decode's and the merge's dependent memory
 // accesses and nothing else, timed the way the bench times a case.
 //
@@ -38,11 +39,17 @@ struct ChainShape {
   int splits = 0;           // pieces per row tile (the merge's fan-in), 1..8
   int tiles_per_piece = 0;  // 64-token KV tiles a CTA reads
   int rows = 16;            // query rows per tile
+  int token_bytes = 576;    // a KV token as stored: fp8 576, bf16 1152
+  int ctas_per_sm = 2;      // the schedule's grid: fp8 two CTAs per SM, bf16 one
 };
-// (4,1,1024,32): 8 row tiles x 8 pieces of 2 tiles, 64 working CTAs.
+// fp8 (4,1,1024,32): 8 row tiles x 8 pieces of 2 tiles, 64 working CTAs.
 ChainShape SmallestCaseChain();
-// (32,1,1024,32): 64 row tiles x 4 pieces of 4 tiles, 256 working CTAs.
+// fp8 (32,1,1024,32): 64 row tiles x 4 pieces of 4 tiles, 256 working CTAs.
 ChainShape BatchOf32Chain();
+// bf16 (4,1,1024,32): as fp8's, 72 KB tiles, a grid of one CTA per SM.
+ChainShape SmallestCaseChainBf16();
+// bf16 (32,1,1024,32): 64 row tiles x 2 pieces of 8 tiles, 128 working CTAs.
+ChainShape BatchOf32ChainBf16();
 
 struct ChainFloor {
   ChainShape shape;
