@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "src/base/mla_types.h"
 #include "src/base/status_macros.h"
+#include "src/jit/json_util.h"
 #include "src/plan/scheduler.h"
 #include "src/plan/tile_policy.h"
 
@@ -91,22 +92,13 @@ SmBounds BoundsOf(const plan::Schedule& s, const plan::ScheduleConfig& sc, int s
 }
 
 absl::StatusOr<plan::ScheduleConfig> ScheduleConfigOfPlan(const std::string& plan_json) {
-  auto field = [&](absl::string_view name) -> absl::StatusOr<int> {
-    const std::string key = absl::StrCat("\"", name, "\":");
-    if (const size_t at = plan_json.find(key); at != std::string::npos) {
-      absl::string_view rest = absl::string_view(plan_json).substr(at + key.size());
-      rest = rest.substr(0, rest.find_first_of(",}"));
-      int value = 0;
-      if (absl::SimpleAtoi(rest, &value)) return value;
-    }
-    return absl::InvalidArgumentError(
-        absl::StrCat("plan description ", plan_json, ": no integer \"", name, "\""));
-  };
+  MLAJIT_ASSIGN_OR_RETURN(const jit::jit_internal::FlatJsonObject o,
+                          jit::jit_internal::ParseFlatJsonObject(plan_json));
   plan::ScheduleConfig sc;
-  MLAJIT_ASSIGN_OR_RETURN(sc.num_ctas, field("num_ctas"));
-  MLAJIT_ASSIGN_OR_RETURN(sc.block_m, field("block_m"));
-  MLAJIT_ASSIGN_OR_RETURN(sc.block_n, field("block_n"));
-  MLAJIT_ASSIGN_OR_RETURN(sc.min_cost_per_cta, field("min_split_cost"));
+  MLAJIT_ASSIGN_OR_RETURN(sc.num_ctas, o.GetInt("num_ctas"));
+  MLAJIT_ASSIGN_OR_RETURN(sc.block_m, o.GetInt("block_m"));
+  MLAJIT_ASSIGN_OR_RETURN(sc.block_n, o.GetInt("block_n"));
+  MLAJIT_ASSIGN_OR_RETURN(sc.min_cost_per_cta, o.GetInt("min_split_cost"));
   return sc;
 }
 
