@@ -385,12 +385,19 @@ MLA_INLINE float LoadQ(const MlaDecodeParams& p, const MlaSeqInfo& s, int row_st
 MLA_INLINE void StoreRows(const MlaDecodeParams& p, const MlaWorkItem& item, const MlaSeqInfo& s,
                           const float (&o)[128], const float (&m)[2], const float (&sums)[2]);
 
+// Timeline stamps (mla_timeline.cuh; nothing unless MLA_TIMELINE is set) of
+// the CTA's two-stage tile `tile`, by the first thread of each warpgroup.
+MLA_INLINE void TwoStageStamp(int wg, int tile, int event) {
+  mla_timeline::Stamp(4 * wg, 128 * wg, tile, event);
+}
+
 // Accumulator layout of m64nN (both S and O): thread (warp w of its
 // warpgroup, lane = 4 r + quad) holds rows 16 w + r (h = 0) and 16 w + r + 8
 // (h = 1), columns 8 j + 2 quad + e, in register 4 j + 2 h + e.
+// `stamp0`: the CTA's two-stage tiles before this item (the timeline's count).
 MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, const MlaSeqInfo& s,
                             const Smem& sm, float q_scale, const MlaWorkItem& next,
-                            MlaSeqInfo& next_seq) {
+                            MlaSeqInfo& next_seq, int stamp0) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int wg = warp >> 2, r = lane >> 2, quad = lane & 3;
   const int row0 = 16 * (warp & 3) + r;  // this thread's rows: row0, row0 + 8
@@ -444,8 +451,10 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
     const int buf = t % STAGES;
     if (!FP8) mla_wgmma::CpAsyncWait<STAGES - 2>();
     if (FP8_S) mla_wgmma::CpAsyncWait<0>();  // warpgroup 1's copy of raw tile t
+    TwoStageStamp(wg, stamp0 + t, mla_timeline::kTsLanded);
     FenceProxyAsync();  // Q, operand tile t (cp.async or converted) -> wgmma reads
     __syncthreads();    // (1) tile t is complete; everyone is done with tile t - 1
+    TwoStageStamp(wg, stamp0 + t, mla_timeline::kTsSynced);
     if (!FP8) {
       if (t + STAGES - 1 < num_tiles) {
         IssueTile(p, s, kv_lo + (t + STAGES - 1) * TILE, kv_hi, (t + STAGES - 1) % STAGES, sm);
@@ -474,12 +483,14 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
       Commit();
       Wait<0>();
       PinAccumulators(sc);
+      TwoStageStamp(0, stamp0 + t, mla_timeline::kTsSDone);
 
       // ---- online softmax per row; P and the rescale factors to smem ----
       MaskScores(sc, lim, kv_lo + t * TILE + 2 * quad,
                  kv_lo + (t + 1) * TILE > min(lim[0], lim[1]));
       SoftmaxRowsToP(sc, score_scale, m, l, sm.p, sm.alpha, row0, quad);
       FenceProxyAsync();  // P -> wgmma reads
+      TwoStageStamp(0, stamp0 + t, mla_timeline::kTsPOut);
     } else if (FP8_S) {
       // V of tile t into the V operand: free since barrier (1), as P V of
       // tile t - 1 was its last reader.
@@ -491,6 +502,7 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
       StoreConverted(raw, sm.kv + ((t + 1) % STAGES) * OPERAND_BYTES);
     }
     __syncthreads();  // (2) P and alpha are written
+    TwoStageStamp(wg, stamp0 + t, mla_timeline::kTsPSynced);
 
     // ---- O = alpha O + P V, this warpgroup's 256 dims ----
     const float a0 = sm.alpha[row0], a1 = sm.alpha[row0 + 8];
@@ -527,8 +539,10 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
       LoadRawTile(p, s, kv_lo + (t + 2) * TILE, kv_hi, wg == 1 && t + 2 < num_tiles, raw);
       if (wg == 1 && t + 3 < num_tiles) PrefetchTile(p, s, kv_lo + (t + 3) * TILE, kv_hi);
     }
+    TwoStageStamp(wg, stamp0 + t, mla_timeline::kTsPvIssued);
     Wait<0>();
     PinAccumulators(o);
+    TwoStageStamp(wg, stamp0 + t, mla_timeline::kTsPvDone);
   }
 
   // ---- epilogue: row sums, normalise, write ----
@@ -612,7 +626,8 @@ MLA_INLINE void DecodeCta(const MlaDecodeParams& p) {
   const Smem sm = CarveSmem(mla_smem);
   const float q_scale = Q_MODE == Q_MODE_FP8 ? QScaleFromAmax(*p.q_amax) : 1.0f;
   mla_timeline::BeginLaunch();  // (the first item starts with a barrier)
-  int seesaw_pairs = 0;         // the timeline's count of the seesaw's pairs
+  int seesaw_pairs = 0;         // the timeline's count of the seesaw's pairs,
+  int two_stage_tiles = 0;      // of the two-stage schedule's tiles
   int items = 0;                // and of the work items
   mla_wgmma::ForEachWorkItem(p, [&](const MlaWorkItem& item, const MlaSeqInfo& seq,
                                     const MlaWorkItem& next, MlaSeqInfo& next_seq) {
@@ -624,7 +639,8 @@ MLA_INLINE void DecodeCta(const MlaDecodeParams& p) {
       ProcessItemSeesaw(p, item, seq, sm, q_scale, next, next_seq, seesaw_pairs);
       seesaw_pairs += (num_tiles + 1) / 2;
     } else {
-      ProcessItem(p, item, seq, sm, q_scale, next, next_seq);
+      ProcessItem(p, item, seq, sm, q_scale, next, next_seq, two_stage_tiles);
+      two_stage_tiles += num_tiles;
     }
     mla_timeline::GridItemEnd(items++);
   });

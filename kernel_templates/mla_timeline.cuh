@@ -107,6 +107,21 @@ enum SeesawEvent {
   kSePairDone = 7,    // both: the pair's P V done, tile B + 2's copies issued
 };
 
+// Events of the 64-row path's two-stage schedule (mla_decode_wgmma_rows.cuh:
+// bf16 items shorter than the seesaw's, fp8 without the warp-specialised
+// path), per tile (counted over the CTA's two-stage items), stamped by the
+// first thread of each warpgroup as role 0 (warpgroup 0: S and the softmax)
+// and role 4 (warpgroup 1).
+enum TwoStageEvent {
+  kTsLanded = 0,    // this thread's copies of the tile landed
+  kTsSynced = 1,    // barrier (1): the tile complete, tile t - 1 done with
+  kTsSDone = 2,     // warpgroup 0: S waited for
+  kTsPOut = 3,      // warpgroup 0: the softmax done, P and alpha written
+  kTsPSynced = 4,   // barrier (2): P and alpha seen
+  kTsPvIssued = 5,  // P V issued (and, fp8, the next loads)
+  kTsPvDone = 6,    // P V waited for
+};
+
 // The grid's events per CTA (then start, end and tiles of each work item).
 enum GridEvent { kGridEntry = 0, kGridWaited = 1, kGridExit = 2, GRID_EVENTS = 3 };
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Per-step medians of a timeline stamped by the warp-specialised 64-row path,
 or (--path seesaw) by the bf16 64-row seesaw per pair of tiles, or
+(--path two-stage) by the 64-row path's two-stage schedule per tile, or
 (--path swap-ab) the steps of each tile and work item of the swap-AB path.
 
 Run a case with the stamps compiled in (its merge kernel prints them; the
@@ -13,7 +14,9 @@ runtime runs it on every call of such a build), then read its output:
 For a swap-AB case (q_len 1 fp8, e.g. --case 4,1,1024,32), add
 --path swap-ab: its CTAs run few tiles, so every tile is listed. For the
 seesaw (bf16, items of 16 tiles or more: --case 32,4,8192,32,bf16), add
---path seesaw.
+--path seesaw. For bf16 64-row items shorter than that (split pieces, e.g.
+--case 32,4,1024,16,bf16), --path two-stage (tiles are counted over the
+CTA's items, so --skip 0 lists a CTA of one short item whole).
 kernel_templates/mla_timeline.cuh says what is stamped; the stamps cost a
 few per cent, so time the case without them. Cycles are SM clocks (the
 bench prints the case's clock). Standard library only.
@@ -75,6 +78,25 @@ SEESAW_STEPS = [
     ("wg1: P_A V_A[R] done, A + 2 copied", 4, 5, 4, 6, 0),
     ("wg1: P_B V_B[R] done, B + 2 copied", 4, 6, 4, 7, 0),
     ("wg1: S over the first blocks, wait for the next tile B's last", 4, 7, 4, 0, 1),
+]
+
+
+# The two-stage schedule's steps per tile (mla_timeline.cuh's TwoStage
+# events): role 0 is warpgroup 0 (S, the softmax, half of P V), role 4
+# warpgroup 1 (the other half of P V).
+TWO_STAGE_STEPS = [
+    ("tile period (warpgroup 0, barrier (1) to the next's)", 0, 1, 0, 1, 1),
+    ("wg0: copies landed until barrier (1)", 0, 0, 0, 1, 0),
+    ("wg0: S", 0, 1, 0, 2, 0),
+    ("wg0: softmax, P and alpha out", 0, 2, 0, 3, 0),
+    ("wg0: P out until barrier (2)", 0, 3, 0, 4, 0),
+    ("wg0: P V issued", 0, 4, 0, 5, 0),
+    ("wg0: P V drained", 0, 5, 0, 6, 0),
+    ("wg0: P V done until the next tile's copies landed", 0, 6, 0, 0, 1),
+    ("wg1: barrier (1) to barrier (2), under S and the softmax", 4, 1, 4, 4, 0),
+    ("wg1: P V issued", 4, 4, 4, 5, 0),
+    ("wg1: P V drained", 4, 5, 4, 6, 0),
+    ("wg1: P V done after warpgroup 0's", 0, 6, 4, 6, 0),
 ]
 
 
@@ -198,9 +220,10 @@ def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("output", help="the stamped run's output, or - for stdin")
     ap.add_argument("--skip", type=int, default=2, help="tiles left out at the start (2)")
-    ap.add_argument("--path", choices=["ws", "seesaw", "swap-ab"], default="ws",
+    ap.add_argument("--path", choices=["ws", "seesaw", "two-stage", "swap-ab"], default="ws",
                     help="the kernel that stamped: the warp-specialised 64-row path (ws), "
-                         "the bf16 64-row seesaw (per pair of tiles) or the swap-AB path")
+                         "the bf16 64-row seesaw (per pair of tiles), the 64-row path's "
+                         "two-stage schedule (per tile) or the swap-AB path")
     args = ap.parse_args(argv)
     if args.output == "-":
         stamps = parse(sys.stdin)
@@ -216,6 +239,12 @@ def main(argv):
         print("|---|---:|")
         for name, cycles in swap_ab_steps(stamps):
             print(f"| {name} | {cycles} |")
+        return 0
+    if args.path == "two-stage":
+        print("| step | median cycles | tiles |")
+        print("|---|---:|---:|")
+        for name, median, n in step_medians(stamps, args.skip, TWO_STAGE_STEPS):
+            print(f"| {name} | {'-' if median is None else round(median)} | {n} |")
         return 0
     if args.path == "seesaw":
         print("| step | median cycles | pairs |")

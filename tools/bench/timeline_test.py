@@ -115,6 +115,38 @@ class TimelineTest(unittest.TestCase):
         self.assertIn("MLAJIT_TIMELINE", err.getvalue())
 
 
+class TwoStageTimelineTest(unittest.TestCase):
+    def test_steps_per_tile(self):
+        # Warpgroup 0's events 0..6 at 0, 40, 1300, 1800, 1850, 1900, 2900
+        # into a tile of 3000 cycles; warpgroup 1's at 20, 40, -, -, 1850,
+        # 1880, 2950.
+        lines = []
+        for t in range(4):
+            base = t * 3000
+            w0 = [base + d for d in (0, 40, 1300, 1800, 1850, 1900, 2900)] + [-1]
+            w1 = [base + 20, base + 40, -1, -1, base + 1850, base + 1880, base + 2950, -1]
+            lines.append(f"mla_timeline tile {t} role 0: " + " ".join(map(str, w0)))
+            lines.append(f"mla_timeline tile {t} role 4: " + " ".join(map(str, w1)))
+        medians = {name: (m, n) for name, m, n in
+                   timeline.step_medians(timeline.parse(lines), 0, timeline.TWO_STAGE_STEPS)}
+        self.assertEqual(medians["tile period (warpgroup 0, barrier (1) to the next's)"], (3000, 3))
+        self.assertEqual(medians["wg0: S"], (1260, 4))
+        self.assertEqual(medians["wg0: softmax, P and alpha out"][0], 500)
+        self.assertEqual(medians["wg0: P V drained"][0], 1000)
+        self.assertEqual(medians["wg0: P V done until the next tile's copies landed"], (100, 3))
+        idle = "wg1: barrier (1) to barrier (2), under S and the softmax"
+        self.assertEqual(medians[idle][0], 1810)
+        self.assertEqual(medians["wg1: P V issued"][0], 30)
+        self.assertEqual(medians["wg1: P V done after warpgroup 0's"][0], 50)
+        out = io.StringIO()
+        with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+            f.write("\n".join(lines) + "\n")
+        self.addCleanup(os.unlink, f.name)
+        with contextlib.redirect_stdout(out):
+            self.assertEqual(timeline.main([f.name, "--path", "two-stage", "--skip", "0"]), 0)
+        self.assertIn("| wg0: S | 1260 | 4 |", out.getvalue())
+
+
 class SwapAbTimelineTest(unittest.TestCase):
     def test_every_step_of_one_item_of_two_tiles(self):
         # CTA start at 0; item 0 starts at 100, Q at 600; tile 0 waited at
