@@ -309,7 +309,8 @@ TEST(JitCompile, TimelineBuildsKeepTheirWgmmasAndKeys) {
     ASSERT_EQ(swap.block_m, 16);
     ExpectCompiles(**kc, Sm90aSpec(16, 1, KvFormat::kFp8E4m3, QMode::kBf16, 0, swap),
                    /*no_spills=*/true);
-    // The bf16 64-row kernel, whose seesaw stamps its pairs of tiles.
+    // The bf16 64-row kernel, whose seesaw stamps its pairs of tiles and its
+    // two-stage schedule its tiles.
     const plan::TileShape rows = plan::ChooseTiles("sm_90a", 128, KvFormat::kBf16);
     ASSERT_TRUE(plan::RunsWgmmaRowsPath("sm_90a", KvFormat::kBf16, rows.block_m, rows.block_n,
                                         rows.num_warps));
