@@ -30,12 +30,7 @@ reference::BatchConfig Case(int batch, int q_len, int kv_len, int heads, KvForma
 // The scheduler parameters the policy gives `c` on 132 SMs of sm_90a.
 plan::ScheduleConfig PolicyConfig(const reference::BatchConfig& c,
                                   const reference::BatchLayout& layout) {
-  plan::LayoutView view;
-  view.num_heads = c.num_heads;
-  view.causal = c.causal;
-  view.qo_indptr = layout.qo_indptr;
-  view.kv_indptr = layout.kv_indptr;
-  const plan::BatchWork work = plan::MeasureBatch(view, 132);
+  const plan::BatchWork work = plan::MeasureBatch(LayoutViewOf(c, layout), 132);
   absl::StatusOr<plan::TileShape> t = plan::ChooseTilesWithOverrides(
       "sm_90a", c.q_len * c.num_heads, c.kv_format, &work, nullptr, 0);
   EXPECT_TRUE(t.ok()) << t.status();
@@ -101,12 +96,7 @@ TEST(ChainShapes, AreTheirCasesHostSchedules) {
                           Mirror{BatchOf32ChainBf16(), Case(32, 1, 1024, 32, KvFormat::kBf16)}}) {
     const reference::BatchLayout layout = reference::GenerateLayout(m.c);
     const plan::ScheduleConfig sc = PolicyConfig(m.c, layout);
-    plan::LayoutView view;
-    view.num_heads = m.c.num_heads;
-    view.causal = m.c.causal;
-    view.qo_indptr = layout.qo_indptr;
-    view.kv_indptr = layout.kv_indptr;
-    absl::StatusOr<plan::Schedule> s = plan::BuildSchedule(view, sc);
+    absl::StatusOr<plan::Schedule> s = plan::BuildSchedule(LayoutViewOf(m.c, layout), sc);
     ASSERT_TRUE(s.ok()) << s.status();
     EXPECT_EQ(sc.block_m, m.shape.rows) << m.shape.name;
     EXPECT_EQ(sc.num_ctas, m.shape.ctas_per_sm * 132) << m.shape.name;

@@ -57,6 +57,18 @@ SmLoad ItemLoad(const MlaWorkItem& w, const MlaSeqInfo& seq, int block_m,
 
 }  // namespace
 
+plan::LayoutView LayoutViewOf(const reference::BatchConfig& batch,
+                              const reference::BatchLayout& layout) {
+  plan::LayoutView view;
+  view.num_heads = batch.num_heads;
+  view.page_size = batch.page_size;
+  view.causal = batch.causal;
+  view.qo_indptr = layout.qo_indptr;
+  view.kv_indptr = layout.kv_indptr;
+  view.kv_lens = layout.kv_lens;
+  return view;
+}
+
 double SmBounds::bound_us() const { return std::max({in_us, mma_us, dram_us}); }
 
 SmBounds BoundsOf(const plan::Schedule& s, const plan::ScheduleConfig& sc, int sm_count,
@@ -105,13 +117,7 @@ absl::StatusOr<plan::ScheduleConfig> ScheduleConfigOfPlan(const std::string& pla
 absl::StatusOr<SmBounds> ScheduleBounds(const reference::BatchConfig& config,
                                         const reference::BatchLayout& layout,
                                         const plan::ScheduleConfig& sc, int sm_count) {
-  plan::LayoutView view;
-  view.num_heads = config.num_heads;
-  view.page_size = config.page_size;
-  view.causal = config.causal;
-  view.qo_indptr = layout.qo_indptr;
-  view.kv_indptr = layout.kv_indptr;
-  view.kv_lens = layout.kv_lens;
+  const plan::LayoutView view = LayoutViewOf(config, layout);
   MLAJIT_RETURN_IF_ERROR(plan::ValidateLayout(view));
   MLAJIT_ASSIGN_OR_RETURN(plan::Schedule s, plan::BuildSchedule(view, sc));
   return BoundsOf(s, sc, sm_count, config);
@@ -133,13 +139,7 @@ absl::Status PrintSchedules(
               "dram_us", "splits (count x merges)");
   for (const auto& [name, config] : cases) {
     const reference::BatchLayout layout = reference::GenerateLayout(config);
-    plan::LayoutView view;
-    view.num_heads = config.num_heads;
-    view.page_size = config.page_size;
-    view.causal = config.causal;
-    view.qo_indptr = layout.qo_indptr;
-    view.kv_indptr = layout.kv_indptr;
-    view.kv_lens = layout.kv_lens;
+    const plan::LayoutView view = LayoutViewOf(config, layout);
     MLAJIT_RETURN_IF_ERROR(plan::ValidateLayout(view));
     const plan::BatchWork work = plan::MeasureBatch(view, sm_count);
     MLAJIT_ASSIGN_OR_RETURN(

@@ -30,6 +30,11 @@
 
 namespace mlajit::bench {
 
+// The scheduler's view of `layout`, a layout of a batch like `batch`
+// (reference::GenerateLayout); it points into `layout`.
+plan::LayoutView LayoutViewOf(const reference::BatchConfig& batch,
+                              const reference::BatchLayout& layout);
+
 // The three bounds of a schedule (above), without launches.
 struct SmBounds {
   double sm_in_bytes = 0;  // into the busiest SM
