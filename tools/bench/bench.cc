@@ -240,6 +240,17 @@ absl::Status TuneCase(DecodeHarness& h, const Case& c) {
   return absl::OkStatus();
 }
 
+// The per-SM bounds of the schedule the plan described by `plan_json` runs
+// on the device (schedule_report.h).
+absl::StatusOr<SmBounds> PlanBounds(DecodeHarness& h, const DeviceBatch& db,
+                                    const BatchConfig& config, const std::string& plan_json) {
+  MLAJIT_ASSIGN_OR_RETURN(const gpu::DeviceProperties props,
+                          h.backend()->GetDeviceProperties(h.device()));
+  MLAJIT_ASSIGN_OR_RETURN(const plan::ScheduleConfig sc, ScheduleConfigOfPlan(plan_json));
+  const reference::BatchLayout layout{db.batch.qo_indptr, db.batch.kv_indptr, db.batch.kv_lens};
+  return ScheduleBounds(config, layout, sc, props.sm_count);
+}
+
 absl::StatusOr<CaseResult> RunCase(DecodeHarness& h, const Case& c, const Ceilings& ceilings,
                                    int runs, double warmup_ms, bool check, const StreamHold& hold,
                                    ClockMonitor* clocks) {
@@ -251,21 +262,11 @@ absl::StatusOr<CaseResult> RunCase(DecodeHarness& h, const Case& c, const Ceilin
   MLAJIT_RETURN_IF_ERROR(harness::FromC(mlajit_plan_describe_json(db->plan, &plan_json)));
   r.plan_json = plan_json;
   mlajit_free(plan_json);
-  {
-    const reference::BatchLayout layout{db->batch.qo_indptr, db->batch.kv_indptr,
-                                        db->batch.kv_lens};
-    absl::StatusOr<gpu::DeviceProperties> props = h.backend()->GetDeviceProperties(h.device());
-    absl::StatusOr<plan::ScheduleConfig> sc = ScheduleConfigOfPlan(r.plan_json);
-    absl::StatusOr<SmBounds> bounds = !props.ok() ? props.status()
-                                      : !sc.ok()
-                                          ? sc.status()
-                                          : ScheduleBounds(c.config, layout, *sc, props->sm_count);
-    if (bounds.ok()) {
-      r.bounds = *bounds;
-    } else {
-      std::fprintf(stderr, "mlajit_bench: %s: bound_us skipped: %s\n", CaseName(c.config).c_str(),
-                   std::string(bounds.status().message()).c_str());
-    }
+  if (absl::StatusOr<SmBounds> bounds = PlanBounds(h, *db, c.config, r.plan_json); bounds.ok()) {
+    r.bounds = *bounds;
+  } else {
+    std::fprintf(stderr, "mlajit_bench: %s: bound_us skipped: %s\n", CaseName(c.config).c_str(),
+                 std::string(bounds.status().message()).c_str());
   }
   if (check) {
     MLAJIT_ASSIGN_OR_RETURN(harness::CaseResult cr, h.Check(*db, {false, 1, nullptr}));
