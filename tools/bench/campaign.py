@@ -1,0 +1,298 @@
+#!/usr/bin/env python3
+"""One GPU measurement run, in stages, into one folder.
+
+RESULTS.md's numbers come from runs like this one: build, the GPU tests, a
+standing run of the suites, timelines of chosen cases, the probes, and A/B
+comparisons of an environment setting (a tile shape, a template folder)
+against the default. Each stage writes its output to its own file in the
+output folder; summary.json and summary.md record the commit, the GPU, each
+stage's command, exit status and seconds, and the A/B medians side by side.
+A stage that fails does not stop the next. With --budget-s, a stage gets at
+most what is left of the budget and none starts once it is spent, so a run
+with a hard time limit still leaves its summary.
+
+    tools/bench/campaign.py --out /tmp/run --budget-s 560 \\
+        build tests standing:default,bf16 \\
+        timeline:4,4,8192,32,bf16@seesaw timeline:32,4,1024,16,bf16@two-stage \\
+        probes 'ab:MLAJIT_TILES=32,64,4,2,1@32,1,1024,32,bf16+16,1,1024,32,bf16'
+
+Stages (ARGS after the first colon):
+  build                 configure (CMake, Release; $MLAJIT_CMAKE_ARGS added)
+                        and build into --build-dir
+  tests[:REGEX]         ctest -L gpu (only tests matching REGEX)
+  standing:SUITES       mlajit_bench --suite SUITES, table and JSON
+  timeline:CASE@PATH    one stamped run of CASE (MLAJIT_TIMELINE=151, its own
+                        cache), read by grid_timeline.py and by timeline.py
+                        --path PATH (ws, seesaw, two-stage, swap-ab)
+  probes                the launch floor, chain floors and SM fill probes
+  ab:ENV=V[;ENV=V]@CASE[+CASE]
+                        the cases with and without the settings, alternating,
+                        --rounds times each; medians side by side
+  schedule:SUITES       the host schedules and per-SM bounds (no GPU)
+Standard library only.
+"""
+import argparse
+import datetime
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+TIMELINE_PATHS = ("ws", "seesaw", "two-stage", "swap-ab")
+TIMELINE_LAUNCH = "151"  # the stamped launch: past the bench's warm-up calls
+
+
+class SpecError(ValueError):
+    """A stage argument that cannot be run; the message names it."""
+
+
+class Stage:
+    """One step of the run: the commands it runs, in order, with their extra
+    environment, and where each one's output goes."""
+
+    def __init__(self, name, slug):
+        self.name, self.slug = name, slug
+        self.steps = []  # (argv, env, output file name, json file name or None)
+        self.ab = None  # for an A/B stage: (settings, cases, [(arm, round, json)])
+
+    def add(self, argv, env=None, out=None, json_out=None):
+        self.steps.append((argv, env or {}, out or self.slug + ".txt", json_out))
+
+
+def slug_of(text):
+    keep = "".join(c if c.isalnum() else "-" for c in text)
+    return "-".join(p for p in keep.split("-") if p)[:60]
+
+
+def parse_settings(text, spec):
+    settings = {}
+    for item in text.split(";"):
+        name, eq, value = item.partition("=")
+        if not eq or not name or not name.replace("_", "").isalnum() or name[0].isdigit():
+            raise SpecError(f"stage '{spec}': setting '{item}' is not NAME=VALUE")
+        settings[name] = value
+    return settings
+
+
+def parse_cases(text, spec):
+    cases = [c for c in text.split("+") if c]
+    for c in cases:
+        fields = c.split(",")
+        if len(fields) < 4 or not all(f.isdigit() for f in fields[:4]):
+            raise SpecError(f"stage '{spec}': case '{c}' is not B,Q_LEN,KV_LEN,HEADS[,...]")
+    if not cases:
+        raise SpecError(f"stage '{spec}': no case after '@'")
+    return cases
+
+
+def plan_stage(index, spec, args):
+    """The Stage for one positional argument; SpecError if it is malformed."""
+    kind, _, rest = spec.partition(":")
+    bench = os.path.join(args.build_dir, "tools", "bench", "mlajit_bench")
+    stage = Stage(kind, f"{index:02d}-{slug_of(spec)}")
+    runs = ["--runs", str(args.runs)] if args.runs else []
+    if kind == "build":
+        if rest:
+            raise SpecError(f"stage '{spec}': build takes no arguments")
+        extra = shlex.split(os.environ.get("MLAJIT_CMAKE_ARGS", ""))
+        stage.add(["cmake", "-S", ROOT, "-B", args.build_dir, "-DCMAKE_BUILD_TYPE=Release"] + extra)
+        stage.add(["cmake", "--build", args.build_dir, "-j", str(os.cpu_count() or 2)],
+                  out=stage.slug + "-make.txt")
+    elif kind == "tests":
+        argv = ["ctest", "--test-dir", args.build_dir, "-L", "gpu", "--output-on-failure",
+                "--timeout", "600"]
+        stage.add(argv + (["-R", rest] if rest else []))
+    elif kind in ("standing", "schedule"):
+        if not rest:
+            raise SpecError(f"stage '{spec}': expected {kind}:SUITES, e.g. {kind}:default,bf16")
+        if kind == "standing":
+            stage.add([bench, "--suite", rest, "--json", stage.slug + ".json"] + runs,
+                      json_out=stage.slug + ".json")
+        else:
+            stage.add([bench, "--schedule", "sm_90a:132", "--suite", rest])
+    elif kind == "timeline":
+        case, at, path = rest.partition("@")
+        if not at or path not in TIMELINE_PATHS:
+            raise SpecError(f"stage '{spec}': expected timeline:CASE@PATH, PATH one of "
+                            + ", ".join(TIMELINE_PATHS))
+        parse_cases(case, spec)
+        run = stage.slug + "-run.txt"
+        env = {"MLAJIT_TIMELINE": TIMELINE_LAUNCH,
+               "MLAJIT_CACHE_DIR": os.path.join(args.out, stage.slug + "-cache")}
+        stage.add([bench, "--case", case, "--no-check", "--runs", "20"], env=env, out=run)
+        skip = ["--skip", "0"] if path in ("two-stage", "swap-ab") else []
+        stage.add([sys.executable, os.path.join(BENCH_DIR, "timeline.py"), run, "--path", path]
+                  + skip, out=stage.slug + "-cta.txt")
+        stage.add([sys.executable, os.path.join(BENCH_DIR, "grid_timeline.py"), run],
+                  out=stage.slug + "-grid.txt")
+    elif kind == "probes":
+        if rest:
+            raise SpecError(f"stage '{spec}': probes takes no arguments")
+        stage.add([bench, "--launch-floor", "--sm-fill", "--case", "4,1,64,16", "--json",
+                   stage.slug + ".json"], json_out=stage.slug + ".json")
+    elif kind == "ab":
+        settings_text, at, cases_text = rest.partition("@")
+        if not at:
+            raise SpecError(f"stage '{spec}': expected ab:ENV=VALUE[;ENV=VALUE]@CASE[+CASE]")
+        settings = parse_settings(settings_text, spec)
+        cases = parse_cases(cases_text, spec)
+        case_args = [a for c in cases for a in ("--case", c)]
+        stage.ab = (settings, cases, [])
+        for r in range(args.rounds):
+            for arm, env in (("variant", settings), ("default", {})):
+                name = f"{stage.slug}-{arm}-{r + 1}"
+                stage.add([bench] + case_args + runs + ["--json", name + ".json"], env=env,
+                          out=name + ".txt", json_out=name + ".json")
+                stage.ab[2].append((arm, r + 1, name + ".json"))
+    else:
+        raise SpecError(f"stage '{spec}': unknown stage '{kind}' (build, tests, standing, "
+                        "timeline, probes, ab, schedule)")
+    return stage
+
+
+def run_step(argv, env, out_path, cwd, timeout):
+    """Runs one command, its output to out_path; (exit status, seconds).
+    Past the timeout the whole process group is killed (status 124)."""
+    start = time.monotonic()
+    with open(out_path, "w") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=cwd,
+                                env=dict(os.environ, **env), start_new_session=True)
+        try:
+            rc = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            rc = 124
+            out.write(f"\n[campaign] killed after {timeout:.0f} s (the budget)\n")
+    return rc, time.monotonic() - start
+
+
+def medians_by_case(path):
+    """{case name: median µs} from one bench JSON."""
+    with open(path) as f:
+        doc = json.load(f)
+    return {c["case"]: c["median_us"] for c in doc.get("cases", [])}
+
+
+def ab_table(out_dir, runs):
+    """Markdown rows: each case's medians per round for the variant and the
+    default, and the change of the variant's mean against the default's."""
+    per = {}  # case -> arm -> [median per round]
+    for arm, _, name in runs:
+        path = os.path.join(out_dir, name)
+        if not os.path.exists(path):
+            continue
+        for case, us in medians_by_case(path).items():
+            per.setdefault(case, {}).setdefault(arm, []).append(us)
+    rows = ["| case | variant (µs, each round) | default | change |", "|---|---|---|---:|"]
+    for case, arms in per.items():
+        v, d = arms.get("variant", []), arms.get("default", [])
+        change = f"{100 * (sum(v) / len(v) / (sum(d) / len(d)) - 1):+.1f} %" if v and d else "-"
+        fmt = lambda xs: " / ".join(f"{x:.2f}" for x in xs) or "-"
+        rows.append(f"| {case} | {fmt(v)} | {fmt(d)} | {change} |")
+    return rows
+
+
+def describe_machine():
+    """The commit and the GPU, as far as this machine can tell."""
+    info = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+    commit = os.environ.get("MLAJIT_COMMIT")
+    if not commit:
+        try:
+            commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                                    capture_output=True, text=True, timeout=10).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            commit = ""
+    info["commit"] = commit or "unknown (set MLAJIT_COMMIT)"
+    try:
+        gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,clocks.max.sm",
+                              "--format=csv,noheader"], capture_output=True, text=True,
+                             timeout=20).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        gpu = ""
+    info["gpu"] = gpu or "none found"
+    return info
+
+
+def main(argv=None, runner=run_step):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog=__doc__.split("\n\n", 1)[1])
+    ap.add_argument("stages", nargs="+", help="stages, in order (below)")
+    ap.add_argument("--out", required=True, help="folder for every output and the summary")
+    ap.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--budget-s", type=float, default=0, help="wall-clock budget (0: none)")
+    ap.add_argument("--rounds", type=int, default=2, help="A/B rounds per arm (2)")
+    ap.add_argument("--runs", type=int, default=0, help="timed calls per case (bench default)")
+    ap.add_argument("--dry-run", action="store_true", help="print the commands only")
+    args = ap.parse_args(argv)
+    if args.rounds < 1 or args.runs < 0 or args.budget_s < 0:
+        ap.error(f"--rounds {args.rounds} / --runs {args.runs} / --budget-s {args.budget_s}: "
+                 "expected rounds >= 1 and no negative value")
+    args.out = os.path.abspath(args.out)
+    args.build_dir = os.path.abspath(args.build_dir)
+    try:
+        stages = [plan_stage(i + 1, s, args) for i, s in enumerate(args.stages)]
+    except SpecError as e:
+        ap.error(str(e))
+
+    if args.dry_run:
+        for st in stages:
+            for argv_, env, out, _ in st.steps:
+                prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+                print(f"[{st.name}] {prefix + ' ' if prefix else ''}{shlex.join(argv_)} > {out}")
+        return 0
+
+    os.makedirs(args.out, exist_ok=True)
+    summary = describe_machine()
+    summary["stages"] = []
+    start = time.monotonic()
+    failed = False
+    for st in stages:
+        record = {"stage": st.name, "slug": st.slug, "steps": []}
+        for argv_, env, out, json_out in st.steps:
+            left = args.budget_s - (time.monotonic() - start) if args.budget_s else None
+            step = {"argv": argv_, "env": env, "output": out, "json": json_out}
+            if left is not None and left <= 1:
+                step["status"] = "skipped: budget spent"
+                record["steps"].append(step)
+                continue
+            rc, seconds = runner(argv_, env, os.path.join(args.out, out), args.out, left)
+            step.update(rc=rc, seconds=round(seconds, 1),
+                        status="passed" if rc == 0 else f"failed (exit {rc})")
+            failed |= rc != 0
+            record["steps"].append(step)
+        if st.ab:
+            record["ab"] = {"settings": st.ab[0], "cases": st.ab[1],
+                            "table": ab_table(args.out, st.ab[2])}
+        summary["stages"].append(record)
+        write_summary(args.out, summary)  # after each stage: a killed run keeps what it has
+    return 1 if failed else 0
+
+
+def write_summary(out_dir, summary):
+    with open(os.path.join(out_dir, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=1)
+    lines = [f"# Measurement run, {summary['date']}", "",
+             f"commit {summary['commit']}; GPU: {summary['gpu']}", ""]
+    for st in summary["stages"]:
+        lines.append(f"## {st['slug']}")
+        for step in st["steps"]:
+            env = " ".join(f"{k}={v}" for k, v in step["env"].items())
+            took = f", {step['seconds']} s" if "seconds" in step else ""
+            lines.append(f"- `{(env + ' ') if env else ''}{shlex.join(step['argv'])}`: "
+                         f"{step['status']}{took} -> {step['output']}")
+        if "ab" in st:
+            lines += [""] + st["ab"]["table"]
+        lines.append("")
+    with open(os.path.join(out_dir, "summary.md"), "w") as f:
+        f.write("\n".join(lines))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,177 @@
+"""Tests of campaign.py: the commands each stage plans, the errors for
+malformed stages, and the summary of a run (with a stand-in for the
+commands, so no GPU is needed)."""
+import contextlib
+import io
+import json
+import os
+import tempfile
+import unittest
+
+import campaign
+
+
+def dry_run(*argv):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = campaign.main(["--out", "/tmp/x", "--build-dir", "/b", "--dry-run"] + list(argv))
+    return rc, out.getvalue().splitlines()
+
+
+def usage_error(test, *argv):
+    """The exit status and message of a command line main() rejects."""
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), test.assertRaises(SystemExit) as cm:
+        campaign.main(["--out", "/tmp/x"] + list(argv))
+    return cm.exception.code, err.getvalue()
+
+
+class PlanTest(unittest.TestCase):
+    def test_timeline_stamps_one_launch_in_its_own_cache_and_reads_both_views(self):
+        rc, lines = dry_run("timeline:32,4,1024,16,bf16@two-stage")
+        self.assertEqual(rc, 0)
+        self.assertEqual(len(lines), 3)
+        self.assertIn("MLAJIT_TIMELINE=151", lines[0])
+        self.assertIn("MLAJIT_CACHE_DIR=/tmp/x/01-timeline-32-4-1024-16-bf16-two-stage-cache",
+                      lines[0])
+        self.assertIn("/b/tools/bench/mlajit_bench --case 32,4,1024,16,bf16 --no-check", lines[0])
+        # A two-stage CTA runs few tiles: none is skipped.
+        self.assertRegex(lines[1], r"timeline\.py \S+-run\.txt --path two-stage --skip 0 >")
+        self.assertRegex(lines[2], r"grid_timeline\.py \S+-run\.txt >")
+
+    def test_seesaw_timeline_keeps_the_readers_default_skip(self):
+        _, lines = dry_run("timeline:4,4,8192,32,bf16@seesaw")
+        self.assertIn("--path seesaw >", lines[1])
+
+    def test_ab_alternates_the_arms_for_each_round(self):
+        _, lines = dry_run("--rounds", "3", "ab:MLAJIT_TILES=32,64,4,2,1@32,1,1024,32,bf16+"
+                           "16,1,1024,32,bf16")
+        self.assertEqual(len(lines), 6)
+        for i, line in enumerate(lines):
+            variant = i % 2 == 0
+            self.assertEqual("MLAJIT_TILES=32,64,4,2,1 " in line, variant, line)
+            self.assertIn("--case 32,1,1024,32,bf16 --case 16,1,1024,32,bf16", line)
+            self.assertIn(f"-{'variant' if variant else 'default'}-{i // 2 + 1}.json", line)
+
+    def test_ab_takes_several_settings(self):
+        _, lines = dry_run("ab:MLAJIT_TILES=64,64,8,2,1;MLAJIT_TEMPLATE_DIR=/t@4,4,8192,32")
+        self.assertIn("MLAJIT_TILES=64,64,8,2,1 MLAJIT_TEMPLATE_DIR=/t ", lines[0])
+
+    def test_standing_writes_json_and_passes_runs(self):
+        _, lines = dry_run("--runs", "300", "standing:default,bf16")
+        self.assertRegex(lines[0], r"--suite default,bf16 --json 01-standing-default-bf16\.json "
+                                   r"--runs 300 >")
+
+    def test_build_and_tests(self):
+        os.environ["MLAJIT_CMAKE_ARGS"] = "-DCMAKE_PREFIX_PATH=/opt/deps/usr"
+        try:
+            _, lines = dry_run("build", "tests:Seesaw")
+        finally:
+            del os.environ["MLAJIT_CMAKE_ARGS"]
+        self.assertIn("-B /b -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=/opt/deps/usr",
+                      lines[0])
+        self.assertIn("cmake --build /b -j", lines[1])
+        self.assertIn("ctest --test-dir /b -L gpu --output-on-failure --timeout 600 -R Seesaw",
+                      lines[2])
+
+
+class ErrorTest(unittest.TestCase):
+    def check(self, spec, expected):
+        code, err = usage_error(self, spec)
+        self.assertEqual(code, 2)
+        self.assertIn(f"stage '{spec}'", err)
+        self.assertIn(expected, err)
+
+    def test_unknown_stage(self):
+        self.check("bench:default", "unknown stage 'bench'")
+
+    def test_timeline_without_a_known_path(self):
+        self.check("timeline:4,4,8192,32", "expected timeline:CASE@PATH")
+        self.check("timeline:4,4,8192,32@pairs", "PATH one of ws, seesaw, two-stage, swap-ab")
+
+    def test_case_that_is_not_a_shape(self):
+        self.check("ab:X=1@4,4,bf16", "case '4,4,bf16' is not B,Q_LEN,KV_LEN,HEADS")
+
+    def test_setting_that_is_not_an_assignment(self):
+        self.check("ab:MLAJIT_TILES@4,4,8192,32", "setting 'MLAJIT_TILES' is not NAME=VALUE")
+
+    def test_standing_needs_suites(self):
+        self.check("standing", "expected standing:SUITES")
+
+    def test_bad_rounds(self):
+        code, err = usage_error(self, "--rounds", "0", "probes")
+        self.assertEqual(code, 2)
+        self.assertIn("--rounds 0", err)
+
+
+def bench_json(medians):
+    return json.dumps({"cases": [{"case": c, "median_us": us} for c, us in medians.items()]})
+
+
+class RunTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.out = self.dir.name
+        self.calls = []
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def fake_runner(self, medians):
+        """Writes each bench JSON the command names, with the variant's or
+        the default's medians; fails the tests stage."""
+        def run(argv, env, out_path, cwd, timeout):
+            self.calls.append((argv, env, timeout))
+            with open(out_path, "w") as f:
+                f.write("output\n")
+            if "--json" in argv:
+                arm = "variant" if env else "default"
+                with open(os.path.join(cwd, argv[argv.index("--json") + 1]), "w") as f:
+                    f.write(bench_json(medians[arm]))
+            return (1 if argv[0] == "ctest" else 0), 0.5
+        return run
+
+    def test_summary_has_each_step_and_the_ab_medians(self):
+        medians = {"variant": {"(32,1,1024,32) bf16": 22.0}, "default": {"(32,1,1024,32) bf16": 25.0}}
+        rc = campaign.main(["--out", self.out, "tests", "ab:MLAJIT_TILES=32,64,4,2,1@32,1,1024,32,bf16"],
+                           runner=self.fake_runner(medians))
+        self.assertEqual(rc, 1)  # the tests stage failed; the A/B still ran
+        self.assertEqual(len(self.calls), 5)
+        with open(os.path.join(self.out, "summary.json")) as f:
+            summary = json.load(f)
+        self.assertEqual([s["stage"] for s in summary["stages"]], ["tests", "ab"])
+        self.assertEqual(summary["stages"][0]["steps"][0]["status"], "failed (exit 1)")
+        table = summary["stages"][1]["ab"]["table"]
+        self.assertIn("| (32,1,1024,32) bf16 | 22.00 / 22.00 | 25.00 / 25.00 | -12.0 % |", table)
+        with open(os.path.join(self.out, "summary.md")) as f:
+            md = f.read()
+        self.assertIn("-12.0 %", md)
+        self.assertIn("MLAJIT_TILES=32,64,4,2,1", md)
+
+    def test_no_step_starts_once_the_budget_is_spent(self):
+        rc = campaign.main(["--out", self.out, "--budget-s", "0.5", "probes", "tests"],
+                           runner=self.fake_runner({}))
+        self.assertEqual(rc, 0)
+        self.assertEqual(self.calls, [])
+        with open(os.path.join(self.out, "summary.json")) as f:
+            steps = [s for st in json.load(f)["stages"] for s in st["steps"]]
+        self.assertEqual([s["status"] for s in steps], ["skipped: budget spent"] * 2)
+
+    def test_a_step_gets_at_most_what_is_left(self):
+        campaign.main(["--out", self.out, "--budget-s", "100", "probes"],
+                      runner=self.fake_runner({"default": {}, "variant": {}}))
+        (_, _, timeout), = self.calls
+        self.assertLessEqual(timeout, 100)
+        self.assertGreater(timeout, 90)
+
+    def test_a_command_past_its_time_is_killed(self):
+        path = os.path.join(self.out, "slow.txt")
+        rc, seconds = campaign.run_step(["sleep", "30"], {}, path, self.out, 0.5)
+        self.assertEqual(rc, 124)
+        self.assertLess(seconds, 10)
+        with open(path) as f:
+            self.assertIn("killed after", f.read())
+
+
+if __name__ == "__main__":
+    unittest.main()
