@@ -107,6 +107,19 @@ static_assert(!FP8_S || 2 * RAW_BYTES + V_BYTES + Q8_BYTES + TILE * ROWS * 2 + 2
                             (1 + STAGES) * OPERAND_BYTES + TILE * ROWS * 2 + 2 * ROWS * 4,
               "the a8 layout fits the 64-row path's shared memory");
 
+// bf16 tiles of the two-stage schedule by tensor copies, one per 64-dim
+// block from one thread (whole tiles in consecutive slots, TmaTile; other
+// tiles by cp.async as before), completing on one mbarrier per buffer instead
+// of cp.async groups. The point: v51's probe fills an SM at 16.8-17.2 bytes a
+// clock by 16-byte cp.async of 256 threads and at 26.7 by bulk copies, and a
+// two-stage tile's 72 KB is on its chain (RESULTS.md v54). Off unless compiled
+// with MLA_TWO_STAGE_TMA=1 (MLAJIT_KERNEL_DEFINES) until it is measured.
+#ifndef MLA_TWO_STAGE_TMA
+#define MLA_TWO_STAGE_TMA 0
+#endif
+constexpr bool TWO_STAGE_TMA = MLA_TWO_STAGE_TMA != 0 && !FP8 && mla_wgmma::KV_TMA;
+static_assert(!ELIGIBLE || !TWO_STAGE_TMA || STAGES == 2, "one mbarrier per buffer, two buffers");
+
 struct Smem {
   u8* q;         // Q operand
   u8* kv;        // STAGES KV operand tiles (swizzled); a8: 2 raw fp8 tiles
@@ -114,6 +127,7 @@ struct Smem {
   u8* p;         // P operand (64 x 64)
   float* alpha;  // [64] rescale of the rows' running O for the current tile
   float* red;    // [64] row sums at the end; [8] per-warp amax of Q
+  u64* full;     // [2] TWO_STAGE_TMA: buffer b's tile has landed
 };
 
 MLA_INLINE Smem CarveSmem(u8* base) {
@@ -131,6 +145,7 @@ MLA_INLINE Smem CarveSmem(u8* base) {
   }
   m.alpha = reinterpret_cast<float*>(m.p + TILE * ROWS * 2);
   m.red = m.alpha + ROWS;
+  m.full = reinterpret_cast<u64*>(m.red + ROWS);  // 8-byte aligned: 1024 k + 8704
   return m;
 }
 
@@ -172,6 +187,33 @@ MLA_INLINE void IssueTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0,
       mla_wgmma::CpAsync16(dst + b * BLOCK_BYTES, src + b * 128, valid);
     }
   }
+}
+
+// TWO_STAGE_TMA: the same tile into buffer `buf`, completing on full[buf]
+// (one arrival per warp, 8): nine tensor copies of 8 KB from thread 0 where
+// TmaTile allows (the same answer in every thread), else IssueTile's cp.async
+// tracked on the barrier. Consumers wait on the barrier's phase and fence
+// (FenceProxyAsync) before wgmma reads, which a cp.async tile needs.
+MLA_INLINE void IssueTileOnBarrier(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0, int kv_hi,
+                                   int buf, const Smem& sm) {
+  u64* full = sm.full + buf;
+  int slot = 0;
+  if (mla_wgmma::TmaTile(p, s, j0, kv_hi, slot)) {
+    if (threadIdx.x == 0) {
+      mla_wgmma::MbarArriveExpectTx(full, OPERAND_BYTES);
+      u8* tile = sm.kv + buf * OPERAND_BYTES;
+#pragma unroll
+      for (int b = 0; b < HEAD_DIM_QK / 64; ++b) {
+        mla_wgmma::TensorCopy2d(tile + b * BLOCK_BYTES, &p.kv_maps[0], 128 * b, slot, full);
+      }
+    } else if ((threadIdx.x & 31) == 0) {
+      mla_wgmma::MbarArrive(full);
+    }
+    return;
+  }
+  IssueTile(p, s, j0, kv_hi, buf, sm);
+  mla_wgmma::CpAsyncTrackOnBarrier(full);
+  mla_wgmma::MbarArriveWarp(full);
 }
 
 MLA_INLINE uint4 LoadGlobal16(const u8* src) {
@@ -419,7 +461,19 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
 #pragma unroll
   for (int i = 0; i < 128; ++i) o[i] = 0.0f;
 
-  RawTile raw;      // fp8: the next tile in flight (warpgroup 1)
+  RawTile raw;  // fp8: the next tile in flight (warpgroup 1)
+  if (TWO_STAGE_TMA) {
+    // The previous item's generic writes to the tile buffers (cp.async
+    // tiles, a seesaw item's P) before tensor copies rewrite them; the
+    // barriers set up per item, as the seesaw's are, and invalidated after it.
+    FenceProxyAsync();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      for (int b = 0; b < STAGES; ++b) mla_wgmma::MbarInit(sm.full + b, NUM_THREADS / 32);
+      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+      if (p.kv_map_rows > 0) mla_wgmma::PrefetchTensorMap(&p.kv_maps[0]);
+    }
+  }
   __syncthreads();  // the previous item is done with shared memory
   if (num_tiles > 0) {
     if (FP8_S) {
@@ -435,6 +489,8 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
         StoreConverted(raw, sm.kv);
       }
       LoadRawTile(p, s, kv_lo + TILE, kv_hi, wg == 1 && num_tiles > 1, raw);
+    } else if (TWO_STAGE_TMA) {
+      IssueTileOnBarrier(p, s, kv_lo, kv_hi, 0, sm);
     } else {
 #pragma unroll
       for (int st = 0; st < STAGES - 1; ++st) {
@@ -449,13 +505,20 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
 
   for (int t = 0; t < num_tiles; ++t) {
     const int buf = t % STAGES;
-    if (!FP8) mla_wgmma::CpAsyncWait<STAGES - 2>();
+    if (TWO_STAGE_TMA) {
+      mla_wgmma::MbarWait(sm.full + buf, (t / STAGES) & 1);  // use t / 2 of buffer t % 2
+    } else if (!FP8) {
+      mla_wgmma::CpAsyncWait<STAGES - 2>();
+    }
     if (FP8_S) mla_wgmma::CpAsyncWait<0>();  // warpgroup 1's copy of raw tile t
     TwoStageStamp(wg, stamp0 + t, mla_timeline::kTsLanded);
     FenceProxyAsync();  // Q, operand tile t (cp.async or converted) -> wgmma reads
     __syncthreads();    // (1) tile t is complete; everyone is done with tile t - 1
     TwoStageStamp(wg, stamp0 + t, mla_timeline::kTsSynced);
-    if (!FP8) {
+    if (TWO_STAGE_TMA) {
+      // Into the buffer P V of tile t - 1 read last (done: barrier (1)).
+      if (t + 1 < num_tiles) IssueTileOnBarrier(p, s, kv_lo + (t + 1) * TILE, kv_hi, 1 - buf, sm);
+    } else if (!FP8) {
       if (t + STAGES - 1 < num_tiles) {
         IssueTile(p, s, kv_lo + (t + STAGES - 1) * TILE, kv_hi, (t + STAGES - 1) % STAGES, sm);
       }
@@ -554,7 +617,13 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
       if (quad == 0) sm.red[row0 + 8 * h] = l[h];
     }
   }
-  __syncthreads();
+  __syncthreads();  // also: every tile landed and was read, no wait is pending
+  if (TWO_STAGE_TMA && threadIdx.x == 0) {
+    for (int b = 0; b < STAGES; ++b) {
+      asm volatile("mbarrier.inval.shared::cta.b64 [%0];\n" ::"r"(mla_wgmma::SmemAddr(sm.full + b))
+                   : "memory");
+    }
+  }
   const float sums[2] = {sm.red[row0], sm.red[row0 + 8]};
   StoreRows(p, item, s, o, m, sums);
 }

@@ -15,8 +15,10 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
-#include "absl/strings/str_cat.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
@@ -69,6 +71,41 @@ absl::Status AddTimelineOption(std::vector<std::string>& options) {
         "MLAJIT_TIMELINE is '", value, "': expected the launch to stamp, an integer >= 1"));
   }
   options.push_back(absl::StrCat("-DMLA_TIMELINE=", launch));
+  return absl::OkStatus();
+}
+
+// MLAJIT_KERNEL_DEFINES (kernel development): extra preprocessor definitions
+// for every kernel compiled, NAME or NAME=VALUE separated by commas or
+// spaces. The templates read such switches for variants under measurement
+// (e.g. MLA_TWO_STAGE_TMA=1), so that one build can time both sides of an
+// A/B. NAME must start with MLA_, so that no definition reaches the compiler's
+// or CUDA's own macros; like the timeline's, the definitions are compile
+// options, so their binaries have keys of their own.
+absl::Status AddKernelDefines(std::vector<std::string>& options) {
+  const char* value = std::getenv("MLAJIT_KERNEL_DEFINES");
+  if (value == nullptr) return absl::OkStatus();
+  auto is_name_char = [](char c) {
+    return absl::ascii_isupper(c) || absl::ascii_isdigit(c) || c == '_';
+  };
+  auto is_value_char = [](char c) {
+    return absl::ascii_isalnum(c) || c == '_' || c == '.' || c == '+' || c == '-';
+  };
+  for (absl::string_view entry : absl::StrSplit(value, absl::ByAnyChar(", "), absl::SkipEmpty())) {
+    const size_t eq = entry.find('=');
+    const absl::string_view name = entry.substr(0, eq);
+    const absl::string_view val = eq == absl::string_view::npos ? "" : entry.substr(eq + 1);
+    const bool ok = absl::StartsWith(name, "MLA_") && name.size() > 4 &&
+                    std::all_of(name.begin(), name.end(), is_name_char) &&
+                    (eq == absl::string_view::npos ||
+                     (!val.empty() && std::all_of(val.begin(), val.end(), is_value_char)));
+    if (!ok) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "MLAJIT_KERNEL_DEFINES entry '", entry,
+          "': expected NAME or NAME=VALUE, NAME of A-Z, 0-9 and _ starting with MLA_, VALUE of "
+          "letters, digits and _ . + -"));
+    }
+    options.push_back(absl::StrCat("-D", entry));
+  }
   return absl::OkStatus();
 }
 
@@ -133,6 +170,7 @@ absl::StatusOr<PreparedKernel> KernelCompiler::Prepare(const KernelSpec& spec) {
                           RenderTemplate(*templates_, spec.template_name, SpecBindings(spec)));
   p.options = p.compiler->Options(spec.arch);
   MLAJIT_RETURN_IF_ERROR(AddTimelineOption(p.options));
+  MLAJIT_RETURN_IF_ERROR(AddKernelDefines(p.options));
   KeyInputs in;
   in.source = &p.source;
   in.options = p.options;

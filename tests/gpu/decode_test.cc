@@ -408,6 +408,40 @@ TEST_F(GpuDecodeTest, Bf16SeesawTilesWithAndWithoutTensorMaps) {
   }
 }
 
+TEST_F(GpuDecodeTest, Bf16TwoStageTilesByTensorCopies) {
+  // The 64-row path's two-stage schedule (bf16 items under 8 tiles) with its
+  // whole tiles by tensor copies on one mbarrier per buffer
+  // (MLA_TWO_STAGE_TMA=1, through MLAJIT_KERNEL_DEFINES, which applies to
+  // kernels compiled while it is set: a harness of its own). Every tile
+  // count from 1 to 7, split pieces of 4 merged (all tiles whole, as in the
+  // suite's (32,4,1024,16)), partial last tiles, empty sequences, flat and
+  // pages of 64 and 128 (tensor copies) and of 16 (cp.async on the same
+  // barriers), both Q modes, 64 and 128 rows; and a skewed batch whose CTAs
+  // run seesaw items and two-stage pieces one after the other.
+  ScopedEnv env("MLAJIT_KERNEL_DEFINES", "MLA_TWO_STAGE_TMA=1");
+  absl::StatusOr<std::unique_ptr<DecodeHarness>> h = DecodeHarness::Create(0);
+  ASSERT_TRUE(h.ok()) << h.status();
+  for (int page : {0, 64, 128, 16}) {
+    for (QMode m : {QMode::kBf16, QMode::kFp8}) {
+      for (Shape sh : {Shape{16, 4, 448, 24, page}, Shape{32, 4, 400, 9, page}}) {
+        BatchConfig c = WithShape(KvFormat::kBf16, m, sh);
+        c.zero_length_fraction = 0.2;
+        const std::string plan = ExpectMatchesAndDescribe(**h, c);
+        if (OnHopper(**h)) {
+          EXPECT_EQ(IntField(plan, "block_m"), 64) << plan;
+        }
+      }
+    }
+    BatchConfig fixed = WithShape(KvFormat::kBf16, QMode::kBf16, Shape{16, 4, 1024, 32, page});
+    fixed.lengths = LengthDistribution::kFixed;
+    ExpectMatchesAndDescribe(**h, fixed);
+  }
+  BatchConfig skewed = WithShape(KvFormat::kBf16, QMode::kBf16, Shape{128, 1, 8192, 200, 0});
+  skewed.lengths = LengthDistribution::kSkewed;
+  skewed.zero_length_fraction = 0.25;
+  ExpectMatchesAndDescribe(**h, skewed);
+}
+
 TEST_F(GpuDecodeTest, NanKvCodeReachesItsSequenceOnly) {
   // An fp8 NaN code (what the quantiser writes for a NaN) in one token's V
   // dims: the scores of that token are NaN, so every output row of its

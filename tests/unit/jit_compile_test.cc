@@ -328,6 +328,45 @@ TEST(JitCompile, TimelineBuildsKeepTheirWgmmasAndKeys) {
   }
 }
 
+// MLAJIT_KERNEL_DEFINES reaches the compile as -D options and the key, so a
+// variant under measurement has binaries of its own; the bf16 64-row kernel
+// with its two-stage tiles by tensor copies (MLA_TWO_STAGE_TMA=1) compiles
+// without spills or serialised wgmmas, flat and in pages of 64 (its copies)
+// and of 16 (cp.async on the same barriers). Malformed entries are refused by
+// name before anything is compiled.
+TEST(JitCompile, KernelDefinesReachTheCompileAndTheKey) {
+  REQUIRE_COMPILER("sm_90a");
+  auto kc = KernelCompiler::Create(MemoryCache());
+  ASSERT_TRUE(kc.ok()) << kc.status();
+  const plan::TileShape rows = plan::ChooseTiles("sm_90a", 128, KvFormat::kBf16);
+  ASSERT_TRUE(plan::RunsWgmmaRowsPath("sm_90a", KvFormat::kBf16, rows.block_m, rows.block_n,
+                                      rows.num_warps));
+  const KernelSpec spec = Sm90aSpec(32, 4, KvFormat::kBf16, QMode::kBf16, 0, rows);
+  auto plain = (*kc)->Prepare(spec);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_THAT(plain->options, Not(Contains(HasSubstr("MLA_TWO_STAGE_TMA"))));
+  {
+    ScopedEnv env("MLAJIT_KERNEL_DEFINES", "MLA_TWO_STAGE_TMA=1, MLA_UNUSED_SWITCH");
+    auto variant = (*kc)->Prepare(spec);
+    ASSERT_TRUE(variant.ok()) << variant.status();
+    EXPECT_THAT(variant->options, Contains("-DMLA_TWO_STAGE_TMA=1"));
+    EXPECT_THAT(variant->options, Contains("-DMLA_UNUSED_SWITCH"));
+    EXPECT_NE(variant->key.Hex(), plain->key.Hex());
+    for (int page_size : {0, 64, 16}) {
+      ExpectCompiles(**kc, Sm90aSpec(32, 4, KvFormat::kBf16, QMode::kBf16, page_size, rows),
+                     /*no_spills=*/true);
+    }
+  }
+  for (const char* bad :
+       {"TWO_STAGE=1", "MLA_=1", "MLA_X=", "MLA_X=a b=c", "MLA_x=1", "MLA_X=$(id)"}) {
+    ScopedEnv env("MLAJIT_KERNEL_DEFINES", bad);
+    auto p = (*kc)->Prepare(spec);
+    ASSERT_FALSE(p.ok()) << bad;
+    EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(std::string(p.status().message()), HasSubstr("MLAJIT_KERNEL_DEFINES")) << bad;
+  }
+}
+
 // MXFP4 on sm_90a: the swap-AB path's converting warpgroups (16-row tiles
 // with two, 16- and 32-row tiles with one) and the mma.sync path's tiles (a
 // tuner candidate), for each way a tile's records are copied: one run (flat,
