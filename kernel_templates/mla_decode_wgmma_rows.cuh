@@ -117,8 +117,22 @@ static_assert(!FP8_S || 2 * RAW_BYTES + V_BYTES + Q8_BYTES + TILE * ROWS * 2 + 2
 #ifndef MLA_TWO_STAGE_TMA
 #define MLA_TWO_STAGE_TMA 0
 #endif
-constexpr bool TWO_STAGE_TMA = MLA_TWO_STAGE_TMA != 0 && !FP8 && mla_wgmma::KV_TMA;
+constexpr bool TWO_STAGE_TMA =
+    MLA_TWO_STAGE_TMA != 0 && KV_FORMAT == KV_FORMAT_BF16 && mla_wgmma::KV_TMA;
 static_assert(!ELIGIBLE || !TWO_STAGE_TMA || STAGES == 2, "one mbarrier per buffer, two buffers");
+
+// Q by bulk copies of whole rows into the second tile buffer, then into the
+// Q operand by all threads (LoadQBulk), instead of 18 16-byte loads a thread
+// from global memory: bf16 KV with bf16 Q, whose operand is Q's own bits.
+// Each item's start waits for Q and its first tile; this brings Q in by the
+// copy engine, at v45's 26.7 bytes a clock, beside the tile (RESULTS.md
+// v54). Off unless compiled with MLA_Q_BULK=1 (MLAJIT_KERNEL_DEFINES).
+#ifndef MLA_Q_BULK
+#define MLA_Q_BULK 0
+#endif
+constexpr bool Q_BULK = MLA_Q_BULK != 0 && KV_FORMAT == KV_FORMAT_BF16 && Q_MODE == Q_MODE_BF16;
+static_assert(!ELIGIBLE || !Q_BULK || (STAGES >= 2 && 64 * HEAD_DIM_QK * 2 == OPERAND_BYTES),
+              "a 64-row Q tile fits the second tile buffer");
 
 struct Smem {
   u8* q;         // Q operand
@@ -127,7 +141,7 @@ struct Smem {
   u8* p;         // P operand (64 x 64)
   float* alpha;  // [64] rescale of the rows' running O for the current tile
   float* red;    // [64] row sums at the end; [8] per-warp amax of Q
-  u64* full;     // [2] TWO_STAGE_TMA: buffer b's tile has landed
+  u64* full;     // [2] TWO_STAGE_TMA: buffer b's tile has landed; [STAGES] Q_BULK: Q has
 };
 
 MLA_INLINE Smem CarveSmem(u8* base) {
@@ -146,6 +160,7 @@ MLA_INLINE Smem CarveSmem(u8* base) {
   m.alpha = reinterpret_cast<float*>(m.p + TILE * ROWS * 2);
   m.red = m.alpha + ROWS;
   m.full = reinterpret_cast<u64*>(m.red + ROWS);  // 8-byte aligned: 1024 k + 8704
+  // (STAGES + 1 mbarriers: MlaWgmmaRowsSmemBytes)
   return m;
 }
 
@@ -370,8 +385,17 @@ MLA_INLINE u32 QCodes(float lo, float hi, float q_scale) {
 // power of two (fp8 KV, like the swap-AB path's LoadQ) or as bf16; a8 rounds
 // to the fp8 grid first. Returns the factor that undoes the scaling in the
 // scores. Thread (row tid / 4, chunks tid % 4 + 4 i): all 18 loads in flight.
+MLA_INLINE void LoadQBulk(const MlaDecodeParams& p, const MlaSeqInfo& s, int row_start,
+                          const Smem& sm, u32 q_parity);
+
+// `q_parity`: the parity of this load's phase of Q's mbarrier (Q_BULK), the
+// CTA's items that loaded Q before this one, modulo 2.
 MLA_INLINE float LoadQ(const MlaDecodeParams& p, const MlaSeqInfo& s, int row_start, const Smem& sm,
-                       float q_scale) {
+                       float q_scale, u32 q_parity) {
+  if (Q_BULK) {
+    LoadQBulk(p, s, row_start, sm, q_parity);
+    return 1.0f;
+  }
   constexpr int PASSES = mla_wgmma::ROWS_Q_PASSES;
   const int row = threadIdx.x >> 2, sub = threadIdx.x & 3;
   uint4 v[PASSES];
@@ -422,6 +446,46 @@ MLA_INLINE float LoadQ(const MlaDecodeParams& p, const MlaSeqInfo& s, int row_st
   return back;
 }
 
+// Q_BULK: the tile's rows of the sequence (consecutive in q, 1152 bytes
+// each) by bulk copies of up to 16 rows from thread 0 into the second tile
+// buffer, which no tile uses yet at an item's start (both schedules copy the
+// second tile only after Q is in place: the two-stage one after barrier (1)
+// of the first tile, the seesaw after the barrier that follows this), then
+// by all threads into the chunked Q operand (MlaRowsQStage*, conflict-free
+// both ways), rows past the sequence's as zeros. Q's mbarrier (one arrival)
+// was set up at the CTA's start; its phases count the CTA's Q loads. The
+// caller fences and synchronises before wgmma reads Q, as for LoadQ.
+MLA_INLINE void LoadQBulk(const MlaDecodeParams& p, const MlaSeqInfo& s, int row_start,
+                          const Smem& sm, u32 q_parity) {
+  constexpr int ROW_BYTES = HEAD_DIM_QK * 2;
+  constexpr int COPY_ROWS = 16;
+  const int rows = max(0, min(ROWS, s.q_len * NUM_HEADS - row_start));
+  u8* const staged = sm.kv + OPERAND_BYTES;
+  u64* bar = sm.full + STAGES;
+  if (rows > 0) {
+    if (threadIdx.x == 0) {
+      mla_wgmma::MbarArriveExpectTx(bar, rows * ROW_BYTES);
+      const u8* src = static_cast<const u8*>(p.q) +
+                      (static_cast<long long>(s.qo_start) * NUM_HEADS + row_start) * ROW_BYTES;
+      for (int r = 0; r < rows; r += COPY_ROWS) {
+        mla_wgmma::BulkCopy(staged + r * ROW_BYTES, src + r * ROW_BYTES,
+                            min(COPY_ROWS, rows - r) * ROW_BYTES, bar);
+      }
+    }
+    mla_wgmma::MbarWait(bar, q_parity);
+  }
+  const int k = threadIdx.x & 7;
+  // Three rounds at a time: all 18 unrolled spilled 88 bytes of the kernel.
+#pragma unroll 3
+  for (int i = 0; i < HEAD_DIM_QK / 8 * ROWS / NUM_THREADS; ++i) {
+    const int task = MlaRowsQStageTask(threadIdx.x, i);
+    const int row = MlaRowsQStageRow(task, k), c = MlaRowsQStageChunk(task, k);
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (row < rows) v = *reinterpret_cast<const uint4*>(staged + MlaRowsQStagedOffset(row, c));
+    *reinterpret_cast<uint4*>(sm.q + MlaRowsChunkedOffset(row, c)) = v;
+  }
+}
+
 // ---- one work item --------------------------------------------------------
 
 MLA_INLINE void StoreRows(const MlaDecodeParams& p, const MlaWorkItem& item, const MlaSeqInfo& s,
@@ -436,10 +500,11 @@ MLA_INLINE void TwoStageStamp(int wg, int tile, int event) {
 // Accumulator layout of m64nN (both S and O): thread (warp w of its
 // warpgroup, lane = 4 r + quad) holds rows 16 w + r (h = 0) and 16 w + r + 8
 // (h = 1), columns 8 j + 2 quad + e, in register 4 j + 2 h + e.
-// `stamp0`: the CTA's two-stage tiles before this item (the timeline's count).
+// `stamp0`: the CTA's two-stage tiles before this item (the timeline's count);
+// `q_parity`: LoadQ's.
 MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, const MlaSeqInfo& s,
                             const Smem& sm, float q_scale, const MlaWorkItem& next,
-                            MlaSeqInfo& next_seq, int stamp0) {
+                            MlaSeqInfo& next_seq, int stamp0, u32 q_parity) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int wg = warp >> 2, r = lane >> 2, quad = lane & 3;
   const int row0 = 16 * (warp & 3) + r;  // this thread's rows: row0, row0 + 8
@@ -473,6 +538,8 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
       asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
       if (p.kv_map_rows > 0) mla_wgmma::PrefetchTensorMap(&p.kv_maps[0]);
     }
+  } else if (Q_BULK) {
+    FenceProxyAsync();  // the previous item's generic writes, before Q's bulk copies
   }
   __syncthreads();  // the previous item is done with shared memory
   if (num_tiles > 0) {
@@ -498,7 +565,7 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
         mla_wgmma::CpAsyncCommit();
       }
     }
-    score_scale *= LoadQ(p, s, item.row_start, sm, q_scale);
+    score_scale *= LoadQ(p, s, item.row_start, sm, q_scale, q_parity);
   }
   next_seq = LoadSeq(p, next);
   const Desc q_desc = KMajor(sm.q), p_desc = KMajor(sm.p);
@@ -698,6 +765,11 @@ MLA_INLINE void DecodeCta(const MlaDecodeParams& p) {
   int seesaw_pairs = 0;         // the timeline's count of the seesaw's pairs,
   int two_stage_tiles = 0;      // of the two-stage schedule's tiles
   int items = 0;                // and of the work items
+  u32 q_loads = 0;              // items that loaded Q (Q_BULK: its mbarrier's phases)
+  if (Q_BULK && threadIdx.x == 0) {
+    mla_wgmma::MbarInit(sm.full + STAGES, 1);  // seen after the first item's opening barrier
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
   mla_wgmma::ForEachWorkItem(p, [&](const MlaWorkItem& item, const MlaSeqInfo& seq,
                                     const MlaWorkItem& next, MlaSeqInfo& next_seq) {
     // bf16 items of many tiles take the seesaw; short ones (split pieces)
@@ -705,12 +777,13 @@ MLA_INLINE void DecodeCta(const MlaDecodeParams& p) {
     const int num_tiles = mla_wgmma::RangeOf(item, seq, ROWS).num_tiles;
     mla_timeline::GridItemStart(items, num_tiles);
     if (SEESAW && num_tiles >= SEESAW_MIN_TILES) {
-      ProcessItemSeesaw(p, item, seq, sm, q_scale, next, next_seq, seesaw_pairs);
+      ProcessItemSeesaw(p, item, seq, sm, q_scale, next, next_seq, seesaw_pairs, q_loads & 1);
       seesaw_pairs += (num_tiles + 1) / 2;
     } else {
-      ProcessItem(p, item, seq, sm, q_scale, next, next_seq, two_stage_tiles);
+      ProcessItem(p, item, seq, sm, q_scale, next, next_seq, two_stage_tiles, q_loads & 1);
       two_stage_tiles += num_tiles;
     }
+    if (num_tiles > 0) ++q_loads;
     mla_timeline::GridItemEnd(items++);
   });
   mla_timeline::EndLaunch(0);  // after the last item's closing barrier

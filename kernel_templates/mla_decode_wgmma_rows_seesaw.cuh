@@ -297,10 +297,12 @@ MLA_INLINE void PvOther(float (&o)[128], const u8* tile, int wg) {
   Commit();
 }
 
-// g0: the CTA's seesaw pairs before this item (the timeline's count).
+// g0: the CTA's seesaw pairs before this item (the timeline's count);
+// q_parity: LoadQ's.
 MLA_INLINE void ProcessItemSeesaw(const MlaDecodeParams& p, const MlaWorkItem& item,
                                   const MlaSeqInfo& s, const Smem& sm, float q_scale,
-                                  const MlaWorkItem& next, MlaSeqInfo& next_seq, int g0) {
+                                  const MlaWorkItem& next, MlaSeqInfo& next_seq, int g0,
+                                  u32 q_parity) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int wg = warp >> 2, r = lane >> 2, quad = lane & 3;
   const int row0 = 16 * (warp & 3) + r;  // this thread's rows: row0, row0 + 8
@@ -323,7 +325,7 @@ MLA_INLINE void ProcessItemSeesaw(const MlaDecodeParams& p, const MlaWorkItem& i
 
   // The previous item's generic writes to the tile buffers (cp.async tiles,
   // P, staged rows) before tensor copies rewrite them (mla_wgmma_tma.cuh).
-  if (mla_wgmma::KV_TMA) FenceProxyAsync();
+  if (mla_wgmma::KV_TMA || Q_BULK) FenceProxyAsync();
   __syncthreads();  // the previous item is done with shared memory
   if (threadIdx.x == 0) {
     for (int i = 0; i < 4; ++i) MbarInit(ss.full + i, 4);  // one arrival per copying warp
@@ -335,7 +337,7 @@ MLA_INLINE void ProcessItemSeesaw(const MlaDecodeParams& p, const MlaWorkItem& i
   }
   __syncthreads();
   if (num_tiles > 0) CopySeesawBlocks(p, s, kv_lo, kv_hi, sm, wg, 0, ss.full + wg);
-  if (num_tiles > 0) score_scale *= LoadQ(p, s, item.row_start, sm, q_scale);
+  if (num_tiles > 0) score_scale *= LoadQ(p, s, item.row_start, sm, q_scale, q_parity);
   next_seq = LoadSeq(p, next);
   FenceProxyAsync();  // Q -> wgmma reads
   __syncthreads();

@@ -408,38 +408,78 @@ TEST_F(GpuDecodeTest, Bf16SeesawTilesWithAndWithoutTensorMaps) {
   }
 }
 
+// A harness whose kernels are compiled with `defines` (MLAJIT_KERNEL_DEFINES
+// applies to kernels compiled while it is set, so the returned scope must
+// outlive every call; a runtime of its own, since a runtime keeps the kernels
+// it loaded).
+struct DefinesHarness {
+  explicit DefinesHarness(const char* defines) : env("MLAJIT_KERNEL_DEFINES", defines) {}
+  ScopedEnv env;
+  absl::StatusOr<std::unique_ptr<DecodeHarness>> h = DecodeHarness::Create(0);
+};
+
 TEST_F(GpuDecodeTest, Bf16TwoStageTilesByTensorCopies) {
   // The 64-row path's two-stage schedule (bf16 items under 8 tiles) with its
   // whole tiles by tensor copies on one mbarrier per buffer
-  // (MLA_TWO_STAGE_TMA=1, through MLAJIT_KERNEL_DEFINES, which applies to
-  // kernels compiled while it is set: a harness of its own). Every tile
-  // count from 1 to 7, split pieces of 4 merged (all tiles whole, as in the
-  // suite's (32,4,1024,16)), partial last tiles, empty sequences, flat and
-  // pages of 64 and 128 (tensor copies) and of 16 (cp.async on the same
-  // barriers), both Q modes, 64 and 128 rows; and a skewed batch whose CTAs
-  // run seesaw items and two-stage pieces one after the other.
-  ScopedEnv env("MLAJIT_KERNEL_DEFINES", "MLA_TWO_STAGE_TMA=1");
-  absl::StatusOr<std::unique_ptr<DecodeHarness>> h = DecodeHarness::Create(0);
-  ASSERT_TRUE(h.ok()) << h.status();
+  // (MLA_TWO_STAGE_TMA=1). Every tile count from 1 to 7, split pieces of 4
+  // merged (all tiles whole, as in the suite's (32,4,1024,16)), part-filled
+  // last tiles, empty sequences, flat and pages of 64 and 128 (tensor copies)
+  // and of 16 (cp.async on the same barriers), both Q modes, 64 and 128 rows;
+  // and a skewed batch whose CTAs run seesaw items and two-stage pieces one
+  // after the other.
+  DefinesHarness d("MLA_TWO_STAGE_TMA=1");
+  ASSERT_TRUE(d.h.ok()) << d.h.status();
+  DecodeHarness& h = **d.h;
   for (int page : {0, 64, 128, 16}) {
     for (QMode m : {QMode::kBf16, QMode::kFp8}) {
       for (Shape sh : {Shape{16, 4, 448, 24, page}, Shape{32, 4, 400, 9, page}}) {
         BatchConfig c = WithShape(KvFormat::kBf16, m, sh);
         c.zero_length_fraction = 0.2;
-        const std::string plan = ExpectMatchesAndDescribe(**h, c);
-        if (OnHopper(**h)) {
+        const std::string plan = ExpectMatchesAndDescribe(h, c);
+        if (OnHopper(h)) {
           EXPECT_EQ(IntField(plan, "block_m"), 64) << plan;
         }
       }
     }
     BatchConfig fixed = WithShape(KvFormat::kBf16, QMode::kBf16, Shape{16, 4, 1024, 32, page});
     fixed.lengths = LengthDistribution::kFixed;
-    ExpectMatchesAndDescribe(**h, fixed);
+    ExpectMatchesAndDescribe(h, fixed);
   }
   BatchConfig skewed = WithShape(KvFormat::kBf16, QMode::kBf16, Shape{128, 1, 8192, 200, 0});
   skewed.lengths = LengthDistribution::kSkewed;
   skewed.zero_length_fraction = 0.25;
-  ExpectMatchesAndDescribe(**h, skewed);
+  ExpectMatchesAndDescribe(h, skewed);
+}
+
+TEST_F(GpuDecodeTest, Bf16QByBulkCopies) {
+  // bf16 KV and Q on the 64-row path with Q by bulk copies into the second
+  // tile buffer, moved into the Q operand by all threads (MLA_Q_BULK=1), with
+  // the two-stage tiles by cp.async and by tensor copies: both schedules
+  // (items of 1 to 17 tiles), part-filled row tiles (48 rows; 96 rows, the
+  // second tile of 32), CTAs that load Q for several items in a row (the
+  // mbarrier's phases: a skewed batch, and many short sequences), split
+  // pieces merged, flat and pages of 64 and 16.
+  for (const char* defines : {"MLA_Q_BULK=1", "MLA_Q_BULK=1,MLA_TWO_STAGE_TMA=1"}) {
+    SCOPED_TRACE(defines);
+    DefinesHarness d(defines);
+    ASSERT_TRUE(d.h.ok()) << d.h.status();
+    DecodeHarness& h = **d.h;
+    for (int page : {0, 64, 16}) {
+      for (Shape sh : {Shape{16, 3, 1100, 40, page}, Shape{32, 3, 700, 12, page},
+                       Shape{128, 1, 1088, 66, page}, Shape{16, 4, 200, 600, page}}) {
+        BatchConfig c = WithShape(KvFormat::kBf16, QMode::kBf16, sh);
+        c.zero_length_fraction = 0.1;
+        const std::string plan = ExpectMatchesAndDescribe(h, c);
+        if (OnHopper(h)) {
+          EXPECT_EQ(IntField(plan, "block_m"), 64) << plan;
+        }
+      }
+    }
+    BatchConfig skewed = WithShape(KvFormat::kBf16, QMode::kBf16, Shape{128, 1, 8192, 200, 0});
+    skewed.lengths = LengthDistribution::kSkewed;
+    skewed.zero_length_fraction = 0.25;
+    ExpectMatchesAndDescribe(h, skewed);
+  }
 }
 
 TEST_F(GpuDecodeTest, NanKvCodeReachesItsSequenceOnly) {

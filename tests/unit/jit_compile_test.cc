@@ -27,11 +27,12 @@
 namespace mlajit::jit {
 namespace {
 
-using ::testing::Contains;
-using ::testing::HasSubstr;
-using ::testing::Not;
 using test_support::ScopedEnv;
 using test_support::TempDir;
+using ::testing::Contains;
+using ::testing::HasSubstr;
+using ::testing::IsSupersetOf;
+using ::testing::Not;
 
 std::shared_ptr<cache::KernelCache> MemoryCache() {
   cache::CacheOptions o;
@@ -329,11 +330,12 @@ TEST(JitCompile, TimelineBuildsKeepTheirWgmmasAndKeys) {
 }
 
 // MLAJIT_KERNEL_DEFINES reaches the compile as -D options and the key, so a
-// variant under measurement has binaries of its own; the bf16 64-row kernel
-// with its two-stage tiles by tensor copies (MLA_TWO_STAGE_TMA=1) compiles
-// without spills or serialised wgmmas, flat and in pages of 64 (its copies)
-// and of 16 (cp.async on the same barriers). Malformed entries are refused by
-// name before anything is compiled.
+// variant under measurement has binaries of its own. The bf16 64-row kernel's
+// switches compile without spills or serialised wgmmas: Q by bulk copies
+// (MLA_Q_BULK=1) alone and with the two-stage tiles by tensor copies
+// (MLA_TWO_STAGE_TMA=1), flat and in pages of 64 (tensor copies) and of 16
+// (cp.async on the same barriers). Malformed entries are refused by name
+// before anything is compiled.
 TEST(JitCompile, KernelDefinesReachTheCompileAndTheKey) {
   REQUIRE_COMPILER("sm_90a");
   auto kc = KernelCompiler::Create(MemoryCache());
@@ -344,22 +346,28 @@ TEST(JitCompile, KernelDefinesReachTheCompileAndTheKey) {
   const KernelSpec spec = Sm90aSpec(32, 4, KvFormat::kBf16, QMode::kBf16, 0, rows);
   auto plain = (*kc)->Prepare(spec);
   ASSERT_TRUE(plain.ok()) << plain.status();
-  EXPECT_THAT(plain->options, Not(Contains(HasSubstr("MLA_TWO_STAGE_TMA"))));
+  EXPECT_THAT(plain->options, Not(Contains(HasSubstr("-DMLA_"))));
   {
-    ScopedEnv env("MLAJIT_KERNEL_DEFINES", "MLA_TWO_STAGE_TMA=1, MLA_UNUSED_SWITCH");
-    auto variant = (*kc)->Prepare(spec);
-    ASSERT_TRUE(variant.ok()) << variant.status();
-    EXPECT_THAT(variant->options, Contains("-DMLA_TWO_STAGE_TMA=1"));
-    EXPECT_THAT(variant->options, Contains("-DMLA_UNUSED_SWITCH"));
-    EXPECT_NE(variant->key.Hex(), plain->key.Hex());
-    for (int page_size : {0, 64, 16}) {
-      ExpectCompiles(**kc, Sm90aSpec(32, 4, KvFormat::kBf16, QMode::kBf16, page_size, rows),
-                     /*no_spills=*/true);
-    }
+    ScopedEnv env("MLAJIT_KERNEL_DEFINES", "MLA_Q_BULK=1");
+    auto q_bulk = (*kc)->Prepare(spec);
+    ASSERT_TRUE(q_bulk.ok()) << q_bulk.status();
+    EXPECT_THAT(q_bulk->options, Contains("-DMLA_Q_BULK=1"));
+    EXPECT_NE(q_bulk->key.Hex(), plain->key.Hex());
+    ExpectCompiles(**kc, spec, /*no_spills=*/true);
+  }
+  ScopedEnv env("MLAJIT_KERNEL_DEFINES", "MLA_TWO_STAGE_TMA=1, MLA_Q_BULK=1 MLA_UNUSED_SWITCH");
+  auto both = (*kc)->Prepare(spec);
+  ASSERT_TRUE(both.ok()) << both.status();
+  EXPECT_THAT(both->options,
+              IsSupersetOf({"-DMLA_TWO_STAGE_TMA=1", "-DMLA_Q_BULK=1", "-DMLA_UNUSED_SWITCH"}));
+  EXPECT_NE(both->key.Hex(), plain->key.Hex());
+  for (int page_size : {0, 64, 16}) {
+    ExpectCompiles(**kc, Sm90aSpec(32, 4, KvFormat::kBf16, QMode::kBf16, page_size, rows),
+                   /*no_spills=*/true);
   }
   for (const char* bad :
        {"TWO_STAGE=1", "MLA_=1", "MLA_X=", "MLA_X=a b=c", "MLA_x=1", "MLA_X=$(id)"}) {
-    ScopedEnv env("MLAJIT_KERNEL_DEFINES", bad);
+    ScopedEnv bad_env("MLAJIT_KERNEL_DEFINES", bad);
     auto p = (*kc)->Prepare(spec);
     ASSERT_FALSE(p.ok()) << bad;
     EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument) << bad;
