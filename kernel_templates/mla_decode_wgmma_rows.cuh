@@ -141,7 +141,7 @@ struct Smem {
   u8* p;         // P operand (64 x 64)
   float* alpha;  // [64] rescale of the rows' running O for the current tile
   float* red;    // [64] row sums at the end; [8] per-warp amax of Q
-  u64* full;     // [2] TWO_STAGE_TMA: buffer b's tile has landed; [STAGES] Q_BULK: Q has
+  u64* full;     // [b < STAGES] TWO_STAGE_TMA: buffer b's tile landed; [STAGES] Q_BULK: Q did
 };
 
 MLA_INLINE Smem CarveSmem(u8* base) {

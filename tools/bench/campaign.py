@@ -216,6 +216,9 @@ def describe_machine():
     except (OSError, subprocess.SubprocessError):
         gpu = ""
     info["gpu"] = gpu or "none found"
+    # The library's own settings in force for every stage (a stage's A/B
+    # settings are recorded with its commands).
+    info["settings"] = {k: v for k, v in sorted(os.environ.items()) if k.startswith("MLAJIT_")}
     return info
 
 
@@ -279,7 +282,9 @@ def write_summary(out_dir, summary):
     with open(os.path.join(out_dir, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
     lines = [f"# Measurement run, {summary['date']}", "",
-             f"commit {summary['commit']}; GPU: {summary['gpu']}", ""]
+             f"commit {summary['commit']}; GPU: {summary['gpu']}",
+             "settings: " + (" ".join(f"{k}={v}" for k, v in summary["settings"].items()) or "none"),
+             ""]
     for st in summary["stages"]:
         lines.append(f"## {st['slug']}")
         for step in st["steps"]:

@@ -132,6 +132,8 @@ class RunTest(unittest.TestCase):
         return run
 
     def test_summary_has_each_step_and_the_ab_medians(self):
+        os.environ["MLAJIT_PDL"] = "0"
+        self.addCleanup(os.environ.pop, "MLAJIT_PDL")
         medians = {"variant": {"(32,1,1024,32) bf16": 22.0}, "default": {"(32,1,1024,32) bf16": 25.0}}
         rc = campaign.main(["--out", self.out, "tests", "ab:MLAJIT_TILES=32,64,4,2,1@32,1,1024,32,bf16"],
                            runner=self.fake_runner(medians))
@@ -143,9 +145,11 @@ class RunTest(unittest.TestCase):
         self.assertEqual(summary["stages"][0]["steps"][0]["status"], "failed (exit 1)")
         table = summary["stages"][1]["ab"]["table"]
         self.assertIn("| (32,1,1024,32) bf16 | 22.00 / 22.00 | 25.00 / 25.00 | -12.0 % |", table)
+        self.assertEqual(summary["settings"].get("MLAJIT_PDL"), "0")
         with open(os.path.join(self.out, "summary.md")) as f:
             md = f.read()
         self.assertIn("-12.0 %", md)
+        self.assertRegex(md, r"\nsettings: (\S+ )*MLAJIT_PDL=0\b")
         self.assertIn("MLAJIT_TILES=32,64,4,2,1", md)
 
     def test_no_step_starts_once_the_budget_is_spent(self):
