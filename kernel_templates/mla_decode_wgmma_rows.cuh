@@ -120,6 +120,15 @@ static_assert(!FP8_S || 2 * RAW_BYTES + V_BYTES + Q8_BYTES + TILE * ROWS * 2 + 2
 constexpr bool TWO_STAGE_TMA =
     MLA_TWO_STAGE_TMA != 0 && KV_FORMAT == KV_FORMAT_BF16 && mla_wgmma::KV_TMA;
 static_assert(!ELIGIBLE || !TWO_STAGE_TMA || STAGES == 2, "one mbarrier per buffer, two buffers");
+// With tensor copies from one thread, tile t + 1 can be asked for as soon as
+// both warpgroups' P V of tile t - 1 have read its buffer, without waiting
+// for tile t to land (barrier (1)): then two tiles are in flight while the
+// copies are slower than the products, one otherwise. A second switch,
+// MLA_TWO_STAGE_AHEAD=1, so that the A/B tells the two apart.
+#ifndef MLA_TWO_STAGE_AHEAD
+#define MLA_TWO_STAGE_AHEAD 0
+#endif
+constexpr bool TWO_STAGE_AHEAD = TWO_STAGE_TMA && MLA_TWO_STAGE_AHEAD != 0;
 
 // Q by bulk copies of whole rows into the second tile buffer, then into the
 // Q operand by all threads (LoadQBulk), instead of 18 16-byte loads a thread
@@ -572,6 +581,10 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
 
   for (int t = 0; t < num_tiles; ++t) {
     const int buf = t % STAGES;
+    if (TWO_STAGE_AHEAD && t > 0) {
+      __syncthreads();  // both warpgroups' P V of tile t - 1 are done with its buffer
+      if (t + 1 < num_tiles) IssueTileOnBarrier(p, s, kv_lo + (t + 1) * TILE, kv_hi, 1 - buf, sm);
+    }
     if (TWO_STAGE_TMA) {
       mla_wgmma::MbarWait(sm.full + buf, (t / STAGES) & 1);  // use t / 2 of buffer t % 2
     } else if (!FP8) {
@@ -583,8 +596,13 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
     __syncthreads();    // (1) tile t is complete; everyone is done with tile t - 1
     TwoStageStamp(wg, stamp0 + t, mla_timeline::kTsSynced);
     if (TWO_STAGE_TMA) {
-      // Into the buffer P V of tile t - 1 read last (done: barrier (1)).
-      if (t + 1 < num_tiles) IssueTileOnBarrier(p, s, kv_lo + (t + 1) * TILE, kv_hi, 1 - buf, sm);
+      // Into the buffer P V of tile t - 1 read last (done: barrier (1)); with
+      // TWO_STAGE_AHEAD only tile 1 (the second buffer may hold Q until
+      // LoadQ is done, and asking for two tiles at an item's start delays the
+      // first when every CTA starts at once, RESULTS.md v41).
+      if (t + 1 < num_tiles && !(TWO_STAGE_AHEAD && t > 0)) {
+        IssueTileOnBarrier(p, s, kv_lo + (t + 1) * TILE, kv_hi, 1 - buf, sm);
+      }
     } else if (!FP8) {
       if (t + STAGES - 1 < num_tiles) {
         IssueTile(p, s, kv_lo + (t + STAGES - 1) * TILE, kv_hi, (t + STAGES - 1) % STAGES, sm);

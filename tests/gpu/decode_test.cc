@@ -427,39 +427,46 @@ TEST_F(GpuDecodeTest, Bf16TwoStageTilesByTensorCopies) {
   // and of 16 (cp.async on the same barriers), both Q modes, 64 and 128 rows;
   // and a skewed batch whose CTAs run seesaw items and two-stage pieces one
   // after the other.
-  DefinesHarness d("MLA_TWO_STAGE_TMA=1");
-  ASSERT_TRUE(d.h.ok()) << d.h.status();
-  DecodeHarness& h = **d.h;
-  for (int page : {0, 64, 128, 16}) {
-    for (QMode m : {QMode::kBf16, QMode::kFp8}) {
-      for (Shape sh : {Shape{16, 4, 448, 24, page}, Shape{32, 4, 400, 9, page}}) {
-        BatchConfig c = WithShape(KvFormat::kBf16, m, sh);
-        c.zero_length_fraction = 0.2;
-        const std::string plan = ExpectMatchesAndDescribe(h, c);
-        if (OnHopper(h)) {
-          EXPECT_EQ(IntField(plan, "block_m"), 64) << plan;
+  // With MLA_TWO_STAGE_AHEAD=1 as well, tile t + 1 is asked for before tile t
+  // has landed.
+  for (const char* defines : {"MLA_TWO_STAGE_TMA=1", "MLA_TWO_STAGE_TMA=1,MLA_TWO_STAGE_AHEAD=1"}) {
+    SCOPED_TRACE(defines);
+    DefinesHarness d(defines);
+    ASSERT_TRUE(d.h.ok()) << d.h.status();
+    DecodeHarness& h = **d.h;
+    for (int page : {0, 64, 128, 16}) {
+      for (QMode m : {QMode::kBf16, QMode::kFp8}) {
+        for (Shape sh : {Shape{16, 4, 448, 24, page}, Shape{32, 4, 400, 9, page}}) {
+          BatchConfig c = WithShape(KvFormat::kBf16, m, sh);
+          c.zero_length_fraction = 0.2;
+          const std::string plan = ExpectMatchesAndDescribe(h, c);
+          if (OnHopper(h)) {
+            EXPECT_EQ(IntField(plan, "block_m"), 64) << plan;
+          }
         }
       }
+      BatchConfig fixed = WithShape(KvFormat::kBf16, QMode::kBf16, Shape{16, 4, 1024, 32, page});
+      fixed.lengths = LengthDistribution::kFixed;
+      ExpectMatchesAndDescribe(h, fixed);
     }
-    BatchConfig fixed = WithShape(KvFormat::kBf16, QMode::kBf16, Shape{16, 4, 1024, 32, page});
-    fixed.lengths = LengthDistribution::kFixed;
-    ExpectMatchesAndDescribe(h, fixed);
+    BatchConfig skewed = WithShape(KvFormat::kBf16, QMode::kBf16, Shape{128, 1, 8192, 200, 0});
+    skewed.lengths = LengthDistribution::kSkewed;
+    skewed.zero_length_fraction = 0.25;
+    ExpectMatchesAndDescribe(h, skewed);
   }
-  BatchConfig skewed = WithShape(KvFormat::kBf16, QMode::kBf16, Shape{128, 1, 8192, 200, 0});
-  skewed.lengths = LengthDistribution::kSkewed;
-  skewed.zero_length_fraction = 0.25;
-  ExpectMatchesAndDescribe(h, skewed);
 }
 
 TEST_F(GpuDecodeTest, Bf16QByBulkCopies) {
   // bf16 KV and Q on the 64-row path with Q by bulk copies into the second
   // tile buffer, moved into the Q operand by all threads (MLA_Q_BULK=1), with
-  // the two-stage tiles by cp.async and by tensor copies: both schedules
+  // the two-stage tiles by cp.async and by tensor copies asked for a tile
+  // ahead: both schedules
   // (items of 1 to 17 tiles), part-filled row tiles (48 rows; 96 rows, the
   // second tile of 32), CTAs that load Q for several items in a row (the
   // mbarrier's phases: a skewed batch, and many short sequences), split
   // pieces merged, flat and pages of 64 and 16.
-  for (const char* defines : {"MLA_Q_BULK=1", "MLA_Q_BULK=1,MLA_TWO_STAGE_TMA=1"}) {
+  for (const char* defines :
+       {"MLA_Q_BULK=1", "MLA_Q_BULK=1,MLA_TWO_STAGE_TMA=1,MLA_TWO_STAGE_AHEAD=1"}) {
     SCOPED_TRACE(defines);
     DefinesHarness d(defines);
     ASSERT_TRUE(d.h.ok()) << d.h.status();
