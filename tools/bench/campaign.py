@@ -19,7 +19,7 @@ with a hard time limit still leaves its summary.
 Stages (ARGS after the first colon):
   build                 configure (CMake, Release; $MLAJIT_CMAKE_ARGS added)
                         and build into --build-dir
-  tests[:REGEX]         ctest -L gpu (only tests matching REGEX)
+  tests[:REGEX]         ctest -L gpu (only tests matching REGEX), --test-jobs at once
   standing:SUITES       mlajit_bench --suite SUITES, table and JSON
   timeline:CASE@PATH    one stamped run of CASE (MLAJIT_TIMELINE=151, its own
                         cache), read by grid_timeline.py and by timeline.py
@@ -105,7 +105,7 @@ def plan_stage(index, spec, args):
                   out=stage.slug + "-make.txt")
     elif kind == "tests":
         argv = ["ctest", "--test-dir", args.build_dir, "-L", "gpu", "--output-on-failure",
-                "--timeout", "600"]
+                "--timeout", "600", "-j", str(args.test_jobs)]
         stage.add(argv + (["-R", rest] if rest else []))
     elif kind in ("standing", "schedule"):
         if not rest:
@@ -232,11 +232,14 @@ def main(argv=None, runner=run_step):
     ap.add_argument("--budget-s", type=float, default=0, help="wall-clock budget (0: none)")
     ap.add_argument("--rounds", type=int, default=2, help="A/B rounds per arm (2)")
     ap.add_argument("--runs", type=int, default=0, help="timed calls per case (bench default)")
+    ap.add_argument("--test-jobs", type=int, default=1,
+                    help="GPU tests run at once (1); their kernel compiles are most of their time")
     ap.add_argument("--dry-run", action="store_true", help="print the commands only")
     args = ap.parse_args(argv)
-    if args.rounds < 1 or args.runs < 0 or args.budget_s < 0:
-        ap.error(f"--rounds {args.rounds} / --runs {args.runs} / --budget-s {args.budget_s}: "
-                 "expected rounds >= 1 and no negative value")
+    if args.rounds < 1 or args.test_jobs < 1 or args.runs < 0 or args.budget_s < 0:
+        ap.error(f"--rounds {args.rounds} / --test-jobs {args.test_jobs} / --runs {args.runs} / "
+                 f"--budget-s {args.budget_s}: expected rounds and test jobs >= 1 and no "
+                 "negative value")
     args.out = os.path.abspath(args.out)
     args.build_dir = os.path.abspath(args.build_dir)
     try:

@@ -65,13 +65,13 @@ class PlanTest(unittest.TestCase):
     def test_build_and_tests(self):
         os.environ["MLAJIT_CMAKE_ARGS"] = "-DCMAKE_PREFIX_PATH=/opt/deps/usr"
         try:
-            _, lines = dry_run("build", "tests:Seesaw")
+            _, lines = dry_run("--test-jobs", "4", "build", "tests:Seesaw")
         finally:
             del os.environ["MLAJIT_CMAKE_ARGS"]
         self.assertIn("-B /b -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=/opt/deps/usr",
                       lines[0])
         self.assertIn("cmake --build /b -j", lines[1])
-        self.assertIn("ctest --test-dir /b -L gpu --output-on-failure --timeout 600 -R Seesaw",
+        self.assertIn("ctest --test-dir /b -L gpu --output-on-failure --timeout 600 -j 4 -R Seesaw",
                       lines[2])
 
 
@@ -99,9 +99,10 @@ class ErrorTest(unittest.TestCase):
         self.check("standing", "expected standing:SUITES")
 
     def test_bad_rounds(self):
-        code, err = usage_error(self, "--rounds", "0", "probes")
-        self.assertEqual(code, 2)
-        self.assertIn("--rounds 0", err)
+        for flag in ("--rounds", "--test-jobs"):
+            code, err = usage_error(self, flag, "0", "probes")
+            self.assertEqual(code, 2)
+            self.assertIn(f"{flag} 0", err)
 
 
 def bench_json(medians):
