@@ -22,7 +22,7 @@ Stages (ARGS after the first colon):
   tests[:REGEX]         ctest -L gpu (only tests matching REGEX), --test-jobs at once
   standing:SUITES       mlajit_bench --suite SUITES, table and JSON
   timeline:CASE@PATH    one stamped run of CASE (MLAJIT_TIMELINE=151, its own
-                        cache), read by grid_timeline.py and by timeline.py
+                        cache under --scratch), read by grid_timeline.py and by timeline.py
                         --path PATH (ws, seesaw, two-stage, swap-ab)
   probes                the launch floor, chain floors and SM fill probes
   ab:ENV=V[;ENV=V]@CASE[+CASE]
@@ -39,6 +39,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -123,7 +124,7 @@ def plan_stage(index, spec, args):
         parse_cases(case, spec)
         run = stage.slug + "-run.txt"
         env = {"MLAJIT_TIMELINE": TIMELINE_LAUNCH,
-               "MLAJIT_CACHE_DIR": os.path.join(args.out, stage.slug + "-cache")}
+               "MLAJIT_CACHE_DIR": os.path.join(args.scratch, stage.slug + "-cache")}
         stage.add([bench, "--case", case, "--no-check", "--runs", "20"], env=env, out=run)
         skip = ["--skip", "0"] if path in ("two-stage", "swap-ab") else []
         stage.add([sys.executable, os.path.join(BENCH_DIR, "timeline.py"), run, "--path", path]
@@ -229,6 +230,8 @@ def main(argv=None, runner=run_step):
     ap.add_argument("stages", nargs="+", help="stages, in order (below)")
     ap.add_argument("--out", required=True, help="folder for every output and the summary")
     ap.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--scratch", default=os.path.join(tempfile.gettempdir(), "mlajit-campaign"),
+                    help="for what is not a result, such as the stamped kernels' cache")
     ap.add_argument("--budget-s", type=float, default=0, help="wall-clock budget (0: none)")
     ap.add_argument("--rounds", type=int, default=2, help="A/B rounds per arm (2)")
     ap.add_argument("--runs", type=int, default=0, help="timed calls per case (bench default)")
@@ -242,6 +245,7 @@ def main(argv=None, runner=run_step):
                  "negative value")
     args.out = os.path.abspath(args.out)
     args.build_dir = os.path.abspath(args.build_dir)
+    args.scratch = os.path.abspath(args.scratch)
     try:
         stages = [plan_stage(i + 1, s, args) for i, s in enumerate(args.stages)]
     except SpecError as e:

@@ -14,7 +14,8 @@ import campaign
 def dry_run(*argv):
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        rc = campaign.main(["--out", "/tmp/x", "--build-dir", "/b", "--dry-run"] + list(argv))
+        rc = campaign.main(["--out", "/tmp/x", "--build-dir", "/b", "--scratch", "/s", "--dry-run"]
+                           + list(argv))
     return rc, out.getvalue().splitlines()
 
 
@@ -32,7 +33,8 @@ class PlanTest(unittest.TestCase):
         self.assertEqual(rc, 0)
         self.assertEqual(len(lines), 3)
         self.assertIn("MLAJIT_TIMELINE=151", lines[0])
-        self.assertIn("MLAJIT_CACHE_DIR=/tmp/x/01-timeline-32-4-1024-16-bf16-two-stage-cache",
+        # The stamped kernels' cache is scratch, not a result under --out.
+        self.assertIn("MLAJIT_CACHE_DIR=/s/01-timeline-32-4-1024-16-bf16-two-stage-cache",
                       lines[0])
         self.assertIn("/b/tools/bench/mlajit_bench --case 32,4,1024,16,bf16 --no-check", lines[0])
         # A two-stage CTA runs few tiles: none is skipped.
