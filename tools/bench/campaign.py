@@ -173,29 +173,47 @@ def run_step(argv, env, out_path, cwd, timeout):
     return rc, time.monotonic() - start
 
 
-def medians_by_case(path):
-    """{case name: median µs} from one bench JSON."""
+def cases_of(path):
+    """{case name: (median µs, median SM MHz or None, rel. error, passed)}
+    from one bench JSON."""
     with open(path) as f:
         doc = json.load(f)
-    return {c["case"]: c["median_us"] for c in doc.get("cases", [])}
+    out = {}
+    for c in doc.get("cases", []):
+        clocks = c.get("clocks") or {}
+        out[c["case"]] = (c["median_us"], clocks.get("sm_mhz_median"), c.get("rel_err"),
+                          c.get("passed", True))
+    return out
 
 
 def ab_table(out_dir, runs):
     """Markdown rows: each case's medians per round for the variant and the
-    default, and the change of the variant's mean against the default's."""
-    per = {}  # case -> arm -> [median per round]
+    default, the change of the variant's mean against the default's, each
+    arm's SM clock (a change of clock between the arms is not the kernel's)
+    and its largest relative error against the CPU reference."""
+    per = {}  # case -> arm -> [(median, MHz, rel. error, passed) per round]
     for arm, _, name in runs:
         path = os.path.join(out_dir, name)
         if not os.path.exists(path):
             continue
-        for case, us in medians_by_case(path).items():
-            per.setdefault(case, {}).setdefault(arm, []).append(us)
-    rows = ["| case | variant (µs, each round) | default | change |", "|---|---|---|---:|"]
+        for case, result in cases_of(path).items():
+            per.setdefault(case, {}).setdefault(arm, []).append(result)
+    rows = ["| case | variant (µs, each round) | default | change | MHz, variant / default "
+            "| rel. error, variant / default |", "|---|---|---|---:|---|---|"]
     for case, arms in per.items():
         v, d = arms.get("variant", []), arms.get("default", [])
-        change = f"{100 * (sum(v) / len(v) / (sum(d) / len(d)) - 1):+.1f} %" if v and d else "-"
-        fmt = lambda xs: " / ".join(f"{x:.2f}" for x in xs) or "-"
-        rows.append(f"| {case} | {fmt(v)} | {fmt(d)} | {change} |")
+        mean = lambda xs: sum(x[0] for x in xs) / len(xs)
+        change = f"{100 * (mean(v) / mean(d) - 1):+.1f} %" if v and d else "-"
+        fmt = lambda xs: " / ".join(f"{x[0]:.2f}" for x in xs) or "-"
+        mhz = lambda xs: ",".join(str(x[1]) for x in xs if x[1] is not None) or "-"
+
+        def err(xs):
+            errors = [x[2] for x in xs if x[2] is not None]
+            failed = " FAILED" if any(not x[3] for x in xs) else ""
+            return (f"{max(errors):.2e}" if errors else "-") + failed
+
+        rows.append(f"| {case} | {fmt(v)} | {fmt(d)} | {change} | {mhz(v)} / {mhz(d)} "
+                    f"| {err(v)} / {err(d)} |")
     return rows
 
 
