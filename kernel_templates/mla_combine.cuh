@@ -174,6 +174,7 @@ MLA_INLINE void CombineUnits(const MlaDecodeParams& p, int num_combine) {
   if (flat >= total) return;
   MlaCombineItem item = p.combine[flat / UNITS_PER_ITEM];
   MlaGridDependencySync();  // the decode's partials, from here on
+  if (MLA_ABLATE_MERGE) return;
   for (; flat < total; flat += stride) {
     const long long next = flat + stride;
     const MlaCombineItem next_item = next < total ? p.combine[next / UNITS_PER_ITEM] : item;

@@ -37,6 +37,17 @@ constexpr float LOG2E = 1.4426950408889634f;
 constexpr float LN2 = 0.6931471805599453f;
 constexpr float FP8_MAX = 448.0f;
 
+// Ablations, for timing only: each removes one step, so that a timed A/B of
+// it against the default (tools/bench/campaign.py, stage ablate:) says what
+// the step costs. The results are wrong by design. Off unless compiled in
+// through MLAJIT_KERNEL_DEFINES, which then logs a warning.
+#ifndef MLA_ABLATE_ROWS_PARTIALS
+#define MLA_ABLATE_ROWS_PARTIALS 0  // 64-row paths: split pieces store no partial rows
+#endif
+#ifndef MLA_ABLATE_MERGE
+#define MLA_ABLATE_MERGE 0  // the merge kernel waits for the decode, then stops
+#endif
+
 template <int F>
 struct KvTokenBytes {
   static constexpr int value = F == KV_FORMAT_BF16 ? 1152 : F == KV_FORMAT_FP8 ? 576 : 306;

@@ -744,6 +744,7 @@ MLA_INLINE void StoreRows(const MlaDecodeParams& p, const MlaWorkItem& item, con
         p.lse[base] = sum > 0.0f ? (m[h] + log2f(sum)) * LN2 : NegInf();
       }
     } else {
+      if (MLA_ABLATE_ROWS_PARTIALS) continue;
       const long long e = (static_cast<long long>(item.partial) * ROWS + n) * HEAD_DIM_V;
       // 16-bit pairs: quads q and q ^ 1 swap one pair of each two 8-column
       // groups, so that each lane stores 4 consecutive columns and each row

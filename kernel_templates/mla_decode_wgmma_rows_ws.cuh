@@ -565,6 +565,7 @@ MLA_INLINE void AccumulatorItem(const MlaDecodeParams& p, const MlaWorkItem& ite
         x[2 * blk + 1] = o[blk][4 * j + 2 + e] * inv;
       }
       if (item.partial >= 0) {
+        if (MLA_ABLATE_ROWS_PARTIALS) continue;
         u16* to = reinterpret_cast<u16*>(p.partial_o) +
                   (static_cast<long long>(item.partial) * ROWS + row) * HEAD_DIM_V + dim0;
         *reinterpret_cast<uint4*>(to) =

@@ -104,6 +104,10 @@ absl::Status AddKernelDefines(std::vector<std::string>& options) {
           "': expected NAME or NAME=VALUE, NAME of A-Z, 0-9 and _ starting with MLA_, VALUE of "
           "letters, digits and _ . + -"));
     }
+    if (absl::StartsWith(entry, "MLA_ABLATE_")) {
+      MLAJIT_LOG_WARN("MLAJIT_KERNEL_DEFINES has ", entry,
+                      ": an ablation, for timing only; this kernel's results are wrong");
+    }
     options.push_back(absl::StrCat("-D", entry));
   }
   return absl::OkStatus();

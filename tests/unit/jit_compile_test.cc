@@ -334,8 +334,9 @@ TEST(JitCompile, TimelineBuildsKeepTheirWgmmasAndKeys) {
 // switches compile without spills or serialised wgmmas: Q by bulk copies
 // (MLA_Q_BULK=1) alone and with the two-stage tiles by tensor copies, asked
 // for a tile ahead (MLA_TWO_STAGE_TMA=1, MLA_TWO_STAGE_AHEAD=1), flat and in
-// pages of 64 (tensor copies) and of 16 (cp.async on the same barriers). Malformed entries are
-// refused by name before anything is compiled.
+// pages of 64 (tensor copies) and of 16 (cp.async on the same barriers); the
+// ablations (timing only) compile in both 64-row paths and the merge.
+// Malformed entries are refused by name before anything is compiled.
 TEST(JitCompile, KernelDefinesReachTheCompileAndTheKey) {
   REQUIRE_COMPILER("sm_90a");
   auto kc = KernelCompiler::Create(MemoryCache());
@@ -365,6 +366,15 @@ TEST(JitCompile, KernelDefinesReachTheCompileAndTheKey) {
   for (int page_size : {0, 64, 16}) {
     ExpectCompiles(**kc, Sm90aSpec(32, 4, KvFormat::kBf16, QMode::kBf16, page_size, rows),
                    /*no_spills=*/true);
+  }
+  {
+    // The ablations (timing only) compile in the 64-row paths and the merge.
+    ScopedEnv ablate("MLAJIT_KERNEL_DEFINES", "MLA_ABLATE_ROWS_PARTIALS=1,MLA_ABLATE_MERGE=1");
+    ExpectCompiles(**kc, spec);
+    const plan::TileShape ws = plan::ChooseTiles("sm_90a", 64, KvFormat::kFp8E4m3);
+    ASSERT_TRUE(plan::RunsWgmmaRowsWsPath("sm_90a", KvFormat::kFp8E4m3, ws.block_m, ws.block_n,
+                                          ws.num_warps));
+    ExpectCompiles(**kc, Sm90aSpec(16, 4, KvFormat::kFp8E4m3, QMode::kBf16, 0, ws));
   }
   for (const char* bad :
        {"TWO_STAGE=1", "MLA_=1", "MLA_X=", "MLA_X=a b=c", "MLA_x=1", "MLA_X=$(id)"}) {

@@ -28,6 +28,10 @@ Stages (ARGS after the first colon):
   ab:ENV=V[;ENV=V]@CASE[+CASE]
                         the cases with and without the settings, alternating,
                         --rounds times each; medians side by side
+  ablate:ENV=V[;..]@CASE[+CASE]
+                        as ab, both arms unchecked: for settings that remove a
+                        step (MLAJIT_KERNEL_DEFINES=MLA_ABLATE_...), whose
+                        results are wrong by design
   schedule:SUITES       the host schedules and per-SM bounds (no GPU)
 Standard library only.
 """
@@ -136,13 +140,15 @@ def plan_stage(index, spec, args):
             raise SpecError(f"stage '{spec}': probes takes no arguments")
         stage.add([bench, "--launch-floor", "--sm-fill", "--case", "4,1,64,16", "--json",
                    stage.slug + ".json"], json_out=stage.slug + ".json")
-    elif kind == "ab":
+    elif kind in ("ab", "ablate"):
         settings_text, at, cases_text = rest.partition("@")
         if not at:
-            raise SpecError(f"stage '{spec}': expected ab:ENV=VALUE[;ENV=VALUE]@CASE[+CASE]")
+            raise SpecError(f"stage '{spec}': expected {kind}:ENV=VALUE[;ENV=VALUE]@CASE[+CASE]")
         settings = parse_settings(settings_text, spec)
         cases = parse_cases(cases_text, spec)
         case_args = [a for c in cases for a in ("--case", c)]
+        if kind == "ablate":  # wrong results by design: both arms timed unchecked
+            case_args.append("--no-check")
         stage.ab = (settings, cases, [])
         for r in range(args.rounds):
             for arm, env in (("variant", settings), ("default", {})):
@@ -152,7 +158,7 @@ def plan_stage(index, spec, args):
                 stage.ab[2].append((arm, r + 1, name + ".json"))
     else:
         raise SpecError(f"stage '{spec}': unknown stage '{kind}' (build, tests, standing, "
-                        "timeline, probes, ab, schedule)")
+                        "timeline, probes, ab, ablate, schedule)")
     return stage
 
 

@@ -59,6 +59,15 @@ class PlanTest(unittest.TestCase):
         _, lines = dry_run("ab:MLAJIT_TILES=64,64,8,2,1;MLAJIT_TEMPLATE_DIR=/t@4,4,8192,32")
         self.assertIn("MLAJIT_TILES=64,64,8,2,1 MLAJIT_TEMPLATE_DIR=/t ", lines[0])
 
+    def test_ablate_times_both_arms_unchecked(self):
+        _, lines = dry_run("ablate:MLAJIT_KERNEL_DEFINES=MLA_ABLATE_MERGE=1@32,4,1024,16,bf16")
+        self.assertEqual(len(lines), 4)
+        for line in lines:
+            self.assertIn("--case 32,4,1024,16,bf16 --no-check", line)
+        self.assertIn("MLAJIT_KERNEL_DEFINES=MLA_ABLATE_MERGE=1 ", lines[0])
+        _, ab = dry_run("ab:X=1@32,4,1024,16,bf16")
+        self.assertNotIn("--no-check", ab[0])
+
     def test_standing_writes_json_and_passes_runs(self):
         _, lines = dry_run("--runs", "300", "standing:default,bf16")
         self.assertRegex(lines[0], r"--suite default,bf16 --json 01-standing-default-bf16\.json "
