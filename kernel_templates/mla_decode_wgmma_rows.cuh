@@ -140,8 +140,11 @@ constexpr bool TWO_STAGE_AHEAD = TWO_STAGE_TMA && MLA_TWO_STAGE_AHEAD != 0;
 #define MLA_Q_BULK 0
 #endif
 constexpr bool Q_BULK = MLA_Q_BULK != 0 && KV_FORMAT == KV_FORMAT_BF16 && Q_MODE == Q_MODE_BF16;
-static_assert(!ELIGIBLE || !Q_BULK || (STAGES >= 2 && 64 * HEAD_DIM_QK * 2 == OPERAND_BYTES),
-              "a 64-row Q tile fits the second tile buffer");
+static_assert(!ELIGIBLE || !Q_BULK ||
+                  (STAGES >= 2 && ROWS * HEAD_DIM_QK * 2 <= OPERAND_BYTES && ROWS == 64 &&
+                   HEAD_DIM_QK / 8 == 72 && NUM_THREADS == 256),
+              "the tile's staged Q rows fit the second tile buffer, and the staging tasks "
+              "(MlaRowsQStage*: 32 groups of 8 lanes, 18 rounds) cover its 64 rows of 72 chunks");
 
 struct Smem {
   u8* q;         // Q operand
