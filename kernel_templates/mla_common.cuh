@@ -47,6 +47,9 @@ constexpr float FP8_MAX = 448.0f;
 #ifndef MLA_ABLATE_MERGE
 #define MLA_ABLATE_MERGE 0  // the merge kernel waits for the decode, then stops
 #endif
+#ifndef MLA_ABLATE_PROXY_FENCES
+#define MLA_ABLATE_PROXY_FENCES 0  // warpgroup-MMA paths: no generic-to-async proxy fence
+#endif
 
 template <int F>
 struct KvTokenBytes {

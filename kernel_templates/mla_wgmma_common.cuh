@@ -253,7 +253,10 @@ MLA_INLINE void Wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(G) : "memory");
 }
 // Generic-proxy shared stores (Q^T, P^T) become visible to wgmma's reads.
-MLA_INLINE void FenceProxyAsync() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+MLA_INLINE void FenceProxyAsync() {
+  if (MLA_ABLATE_PROXY_FENCES) return;
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
 
 // d (+)= A . B for one m64 x N x k16 step; A from registers, B by descriptor;
 // accumulate == 0 overwrites d. TYPE: the operand type, f16 or bf16.

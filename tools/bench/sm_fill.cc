@@ -72,12 +72,18 @@ __device__ __forceinline__ void Wait(unsigned bar, unsigned parity) {
   }
 }
 
-extern "C" __global__ void mlajit_sm_fill(const unsigned char* __restrict__ src,
-                                          unsigned long long cta_stride,
-                                          unsigned long long region, unsigned chunk,
-                                          unsigned slots, unsigned rounds,
-                                          long long* __restrict__ cycles,
-                                          unsigned* __restrict__ sums) {
+// FENCE: a proxy fence between the read of a landed slot and the copy that
+// reuses it, as the memory model asks and the decode kernels do before
+// wgmma reads of generic writes. Without it (the no-fence kernel, for timing
+// only: every chunk holds the same bytes, so a copy that overtook the read
+// would not change the sum), the two rates say what the fence costs a loop
+// that has copies in flight.
+template <bool FENCE>
+__device__ __forceinline__ void SmFill(const unsigned char* __restrict__ src,
+                                       unsigned long long cta_stride, unsigned long long region,
+                                       unsigned chunk, unsigned slots, unsigned rounds,
+                                       long long* __restrict__ cycles,
+                                       unsigned* __restrict__ sums) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   extern __shared__ __align__(128) unsigned char smem[];
   if (threadIdx.x != 0) return;
@@ -99,12 +105,30 @@ extern "C" __global__ void mlajit_sm_fill(const unsigned char* __restrict__ src,
     if (r + slots < rounds) {
       // The read above is the generic proxy's; the next copy into the slot
       // is the async proxy's.
-      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+      if (FENCE) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
       issue(r + slots);
     }
   }
   Record(cycles, sums, start, sum);
 #endif
+}
+
+extern "C" __global__ void mlajit_sm_fill(const unsigned char* __restrict__ src,
+                                          unsigned long long cta_stride,
+                                          unsigned long long region, unsigned chunk,
+                                          unsigned slots, unsigned rounds,
+                                          long long* __restrict__ cycles,
+                                          unsigned* __restrict__ sums) {
+  SmFill<true>(src, cta_stride, region, chunk, slots, rounds, cycles, sums);
+}
+
+extern "C" __global__ void mlajit_sm_fill_no_fence(const unsigned char* __restrict__ src,
+                                                   unsigned long long cta_stride,
+                                                   unsigned long long region, unsigned chunk,
+                                                   unsigned slots, unsigned rounds,
+                                                   long long* __restrict__ cycles,
+                                                   unsigned* __restrict__ sums) {
+  SmFill<false>(src, cta_stride, region, chunk, slots, rounds, cycles, sums);
 }
 
 template <int PENDING>
@@ -315,6 +339,8 @@ const char* SmFillKernelSource() { return kSmFillSource; }
 const char* KernelName(SmFillCopy copy) {
   switch (copy) {
     case SmFillCopy::kBulk: return "mlajit_sm_fill";
+    case SmFillCopy::kBulkNoFence:
+      return "mlajit_sm_fill_no_fence";
     case SmFillCopy::kCpAsync: return "mlajit_sm_fill_cp_async";
     case SmFillCopy::kLoads: return "mlajit_sm_fill_loads";
     case SmFillCopy::kPeerLoads:
@@ -344,14 +370,14 @@ absl::StatusOr<std::vector<SmFill>> MeasureSmFill(gpu::Backend* backend, int dev
       backend->MemsetD8(device, src.ptr(), kFill, kBytesPerCta * sms, stream.get()));
 
   std::vector<SmFill> out;
-  for (SmFillCopy copy : {SmFillCopy::kBulk, SmFillCopy::kCpAsync, SmFillCopy::kLoads,
-                          SmFillCopy::kPeerLoads, SmFillCopy::kPeerAndL2Loads,
-                          SmFillCopy::kMulticast}) {
+  for (SmFillCopy copy :
+       {SmFillCopy::kBulk, SmFillCopy::kBulkNoFence, SmFillCopy::kCpAsync, SmFillCopy::kLoads,
+        SmFillCopy::kPeerLoads, SmFillCopy::kPeerAndL2Loads, SmFillCopy::kMulticast}) {
     MLAJIT_ASSIGN_OR_RETURN(std::unique_ptr<BenchKernel> fill,
                             BenchKernel::Load(backend, device, KernelName(copy), kSmFillSource));
     const gpu::FunctionHandle kernel = fill->function();
     MLAJIT_RETURN_IF_ERROR(backend->SetMaxDynamicSharedMemory(kernel, 128 + kSlotBytes));
-    const bool bulk = copy == SmFillCopy::kBulk;
+    const bool bulk = copy == SmFillCopy::kBulk || copy == SmFillCopy::kBulkNoFence;
     const bool peer = copy == SmFillCopy::kPeerLoads || copy == SmFillCopy::kPeerAndL2Loads;
     const bool multicast = copy == SmFillCopy::kMulticast;
     const bool clustered = peer || multicast;
@@ -465,6 +491,8 @@ absl::StatusOr<std::vector<int64_t>> ReadCtaCycles(gpu::Backend* backend, int de
 const char* CopyName(SmFillCopy copy) {
   switch (copy) {
     case SmFillCopy::kBulk: return "bulk";
+    case SmFillCopy::kBulkNoFence:
+      return "bulk-nofence";
     case SmFillCopy::kCpAsync: return "cp.async";
     case SmFillCopy::kLoads: return "loads";
     case SmFillCopy::kPeerLoads: return "peer";

@@ -31,7 +31,17 @@ namespace mlajit::bench {
 // path between SMs share the SM's port from L2?), or bulk copies multicast
 // to both CTAs, each CTA issuing half of every chunk (is the limit the SM's
 // port or its copy engine?).
-enum class SmFillCopy { kBulk, kCpAsync, kLoads, kPeerLoads, kPeerAndL2Loads, kMulticast };
+// kBulkNoFence is kBulk without the proxy fence before a slot's next copy
+// (for timing only: what that fence costs a loop with copies in flight).
+enum class SmFillCopy {
+  kBulk,
+  kBulkNoFence,
+  kCpAsync,
+  kLoads,
+  kPeerLoads,
+  kPeerAndL2Loads,
+  kMulticast
+};
 
 struct SmFill {
   SmFillCopy copy = SmFillCopy::kBulk;
