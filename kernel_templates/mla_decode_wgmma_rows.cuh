@@ -130,6 +130,19 @@ static_assert(!ELIGIBLE || !TWO_STAGE_TMA || STAGES == 2, "one mbarrier per buff
 #endif
 constexpr bool TWO_STAGE_AHEAD = TWO_STAGE_TMA && MLA_TWO_STAGE_AHEAD != 0;
 
+// A tile's tensor copies from one thread per warp instead of all from one
+// thread: the fill probe moves 4 to 32 KB bulk copies from one thread at
+// one copy per ~610 cycles whatever their size (RESULTS.md v55), so nine
+// 8 KB copies from one thread would take ~5500 cycles a tile. Warp w's lane
+// 0 copies the blocks TmaSpreadWarp gives it (the seesaw: its warpgroup's
+// blocks, one a warp; the two-stage schedule: b % 8). Off unless compiled
+// with MLA_TMA_SPREAD=1 (MLAJIT_KERNEL_DEFINES) until it is measured.
+#ifndef MLA_TMA_SPREAD
+#define MLA_TMA_SPREAD 0
+#endif
+constexpr bool TMA_SPREAD = MLA_TMA_SPREAD != 0;
+static_assert(!ELIGIBLE || !TMA_SPREAD || NUM_THREADS == 256, "eight warps, one arrival each");
+
 // Q by bulk copies of whole rows into the second tile buffer, then into the
 // Q operand by all threads (LoadQBulk), instead of 18 16-byte loads a thread
 // from global memory: bf16 KV with bf16 Q, whose operand is Q's own bits.
@@ -226,6 +239,25 @@ MLA_INLINE void IssueTileOnBarrier(const MlaDecodeParams& p, const MlaSeqInfo& s
   u64* full = sm.full + buf;
   int slot = 0;
   if (mla_wgmma::TmaTile(p, s, j0, kv_hi, slot)) {
+    if (TMA_SPREAD) {
+      // One arrival per warp, each with its own blocks' bytes (a copy that
+      // lands before another warp's arrival cannot complete the phase).
+      const int warp = threadIdx.x >> 5;
+      if ((threadIdx.x & 31) == 0) {
+        u8* tile = sm.kv + buf * OPERAND_BYTES;
+        int bytes = 0;
+#pragma unroll
+        for (int b = 0; b < HEAD_DIM_QK / 64; ++b) bytes += b % 8 == warp ? BLOCK_BYTES : 0;
+        mla_wgmma::MbarArriveExpectTx(full, bytes);
+#pragma unroll
+        for (int b = 0; b < HEAD_DIM_QK / 64; ++b) {
+          if (b % 8 == warp) {
+            mla_wgmma::TensorCopy2d(tile + b * BLOCK_BYTES, &p.kv_maps[0], 128 * b, slot, full);
+          }
+        }
+      }
+      return;
+    }
     if (threadIdx.x == 0) {
       mla_wgmma::MbarArriveExpectTx(full, OPERAND_BYTES);
       u8* tile = sm.kv + buf * OPERAND_BYTES;

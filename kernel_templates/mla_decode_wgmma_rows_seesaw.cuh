@@ -108,6 +108,27 @@ MLA_INLINE void CopySeesawBlocks(const MlaDecodeParams& p, const MlaSeqInfo& s, 
   u8* tile = sm.kv + buf * OPERAND_BYTES;
   int slot = 0;
   if (TmaTile(p, s, j0, kv_hi, slot)) {
+    if (TMA_SPREAD) {
+      // Warp w of the warpgroup copies block 4 wg + w, warp 0 the rope block
+      // too where this warpgroup copies it; one arrival per warp, each with
+      // its own blocks' bytes.
+      if (lane == 0) {
+        int bytes = 0;
+#pragma unroll
+        for (int b = 0; b < HEAD_DIM_QK / 64; ++b) {
+          const bool mine = MlaRowsSeesawCopiesBlock(wg, buf, b) && (b == 8 ? 0 : b % 4) == w;
+          bytes += mine ? BLOCK_BYTES : 0;
+        }
+        MbarArriveExpectTx(full, bytes);
+#pragma unroll
+        for (int b = 0; b < HEAD_DIM_QK / 64; ++b) {
+          if (MlaRowsSeesawCopiesBlock(wg, buf, b) && (b == 8 ? 0 : b % 4) == w) {
+            TensorCopy2d(tile + b * BLOCK_BYTES, &p.kv_maps[0], 128 * b, slot, full);
+          }
+        }
+      }
+      return;
+    }
     if (lane == 0 && w == 0) {
       MbarArriveExpectTx(full, SeesawBlockCount(wg, buf) * BLOCK_BYTES);
 #pragma unroll

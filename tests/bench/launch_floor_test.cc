@@ -51,8 +51,9 @@ TEST(StreamHoldKernel, CompilesWithHiprtcForGfx90a) { ExpectStreamHoldKernelComp
 
 // The SM fill probe's source holds one kernel per way of copying.
 TEST(SmFillKernels, CompileWithNvrtcForSm90a) {
-  for (SmFillCopy copy : {SmFillCopy::kBulk, SmFillCopy::kBulkNoFence, SmFillCopy::kCpAsync,
-                          SmFillCopy::kLoads, SmFillCopy::kPeerLoads, SmFillCopy::kMulticast}) {
+  for (SmFillCopy copy :
+       {SmFillCopy::kBulk, SmFillCopy::kBulkNoFence, SmFillCopy::kBulkWarps, SmFillCopy::kCpAsync,
+        SmFillCopy::kLoads, SmFillCopy::kPeerLoads, SmFillCopy::kMulticast}) {
     ExpectBenchKernelCompiles(KernelName(copy), SmFillKernelSource(), "sm_90a");
   }
 }

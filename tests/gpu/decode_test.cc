@@ -428,8 +428,10 @@ TEST_F(GpuDecodeTest, Bf16TwoStageTilesByTensorCopies) {
   // and a skewed batch whose CTAs run seesaw items and two-stage pieces one
   // after the other.
   // With MLA_TWO_STAGE_AHEAD=1 as well, tile t + 1 is asked for before tile t
-  // has landed.
-  for (const char* defines : {"MLA_TWO_STAGE_TMA=1", "MLA_TWO_STAGE_TMA=1,MLA_TWO_STAGE_AHEAD=1"}) {
+  // has landed; with MLA_TMA_SPREAD=1, each warp issues its own blocks'
+  // copies, in the seesaw's items of the skewed batch too.
+  for (const char* defines : {"MLA_TWO_STAGE_TMA=1", "MLA_TWO_STAGE_TMA=1,MLA_TWO_STAGE_AHEAD=1",
+                              "MLA_TWO_STAGE_TMA=1,MLA_TMA_SPREAD=1"}) {
     SCOPED_TRACE(defines);
     DefinesHarness d(defines);
     ASSERT_TRUE(d.h.ok()) << d.h.status();

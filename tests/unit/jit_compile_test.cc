@@ -334,7 +334,8 @@ TEST(JitCompile, TimelineBuildsKeepTheirWgmmasAndKeys) {
 // switches compile without spills or serialised wgmmas: Q by bulk copies
 // (MLA_Q_BULK=1) alone and with the two-stage tiles by tensor copies, asked
 // for a tile ahead (MLA_TWO_STAGE_TMA=1, MLA_TWO_STAGE_AHEAD=1), flat and in
-// pages of 64 (tensor copies) and of 16 (cp.async on the same barriers); the
+// pages of 64 (tensor copies) and of 16 (cp.async on the same barriers), and
+// with each warp issuing its own blocks' copies (MLA_TMA_SPREAD=1); the
 // ablations (timing only) compile in both 64-row paths and the merge.
 // Malformed entries are refused by name before anything is compiled.
 TEST(JitCompile, KernelDefinesReachTheCompileAndTheKey) {
@@ -355,6 +356,14 @@ TEST(JitCompile, KernelDefinesReachTheCompileAndTheKey) {
     EXPECT_THAT(q_bulk->options, Contains("-DMLA_Q_BULK=1"));
     EXPECT_NE(q_bulk->key.Hex(), plain->key.Hex());
     ExpectCompiles(**kc, spec, /*no_spills=*/true);
+  }
+  {
+    // Each warp issues its own blocks' tensor copies, in both schedules.
+    ScopedEnv env("MLAJIT_KERNEL_DEFINES", "MLA_TWO_STAGE_TMA=1,MLA_TMA_SPREAD=1");
+    for (int page_size : {0, 16}) {
+      ExpectCompiles(**kc, Sm90aSpec(32, 4, KvFormat::kBf16, QMode::kBf16, page_size, rows),
+                     /*no_spills=*/true);
+    }
   }
   ScopedEnv env("MLAJIT_KERNEL_DEFINES",
                 "MLA_TWO_STAGE_TMA=1, MLA_TWO_STAGE_AHEAD=1, MLA_Q_BULK=1 MLA_UNUSED_SWITCH");

@@ -131,6 +131,44 @@ extern "C" __global__ void mlajit_sm_fill_no_fence(const unsigned char* __restri
   SmFill<false>(src, cta_stride, region, chunk, slots, rounds, cycles, sums);
 }
 
+// The bulk copies again, slot s re-issued by its own warp (lane 0 of warp
+// s; blockDim.x = 32 * slots) instead of all by one thread: is a copy's
+// cost the issuing thread's or the SM's copy engine's?
+extern "C" __global__ void mlajit_sm_fill_warps(const unsigned char* __restrict__ src,
+                                                unsigned long long cta_stride,
+                                                unsigned long long region, unsigned chunk,
+                                                unsigned slots, unsigned rounds,
+                                                long long* __restrict__ cycles,
+                                                unsigned* __restrict__ sums) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  extern __shared__ __align__(128) unsigned char smem[];
+  const unsigned bars = (unsigned)__cvta_generic_to_shared(smem);
+  const unsigned data = bars + 128;
+  const unsigned char* base = src + blockIdx.x * cta_stride;
+  const unsigned s = threadIdx.x >> 5;
+  if (threadIdx.x == 0) InitBarriers(bars, slots, 1);
+  __syncthreads();
+  unsigned sum = 0;
+  const long long start = clock64();
+  if ((threadIdx.x & 31) == 0 && s < slots && s < rounds) {
+    auto issue = [&](unsigned r) {
+      Issue(bars + 8 * s, data + s * chunk, base + (unsigned long long)r * chunk % region, chunk);
+    };
+    issue(s);
+    for (unsigned r = s; r < rounds; r += slots) {
+      Wait(bars + 8 * s, (r / slots) & 1);
+      sum += *reinterpret_cast<const volatile unsigned*>(smem + 128 + s * chunk);
+      if (r + slots < rounds) {
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        issue(r + slots);
+      }
+    }
+  }
+  sum = BlockSum(sum);
+  if (threadIdx.x == 0) Record(cycles, sums, start, sum);
+#endif
+}
+
 template <int PENDING>
 __device__ __forceinline__ void WaitGroups() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING) : "memory");
@@ -341,6 +379,8 @@ const char* KernelName(SmFillCopy copy) {
     case SmFillCopy::kBulk: return "mlajit_sm_fill";
     case SmFillCopy::kBulkNoFence:
       return "mlajit_sm_fill_no_fence";
+    case SmFillCopy::kBulkWarps:
+      return "mlajit_sm_fill_warps";
     case SmFillCopy::kCpAsync: return "mlajit_sm_fill_cp_async";
     case SmFillCopy::kLoads: return "mlajit_sm_fill_loads";
     case SmFillCopy::kPeerLoads:
@@ -370,14 +410,15 @@ absl::StatusOr<std::vector<SmFill>> MeasureSmFill(gpu::Backend* backend, int dev
       backend->MemsetD8(device, src.ptr(), kFill, kBytesPerCta * sms, stream.get()));
 
   std::vector<SmFill> out;
-  for (SmFillCopy copy :
-       {SmFillCopy::kBulk, SmFillCopy::kBulkNoFence, SmFillCopy::kCpAsync, SmFillCopy::kLoads,
-        SmFillCopy::kPeerLoads, SmFillCopy::kPeerAndL2Loads, SmFillCopy::kMulticast}) {
+  for (SmFillCopy copy : {SmFillCopy::kBulk, SmFillCopy::kBulkNoFence, SmFillCopy::kBulkWarps,
+                          SmFillCopy::kCpAsync, SmFillCopy::kLoads, SmFillCopy::kPeerLoads,
+                          SmFillCopy::kPeerAndL2Loads, SmFillCopy::kMulticast}) {
     MLAJIT_ASSIGN_OR_RETURN(std::unique_ptr<BenchKernel> fill,
                             BenchKernel::Load(backend, device, KernelName(copy), kSmFillSource));
     const gpu::FunctionHandle kernel = fill->function();
     MLAJIT_RETURN_IF_ERROR(backend->SetMaxDynamicSharedMemory(kernel, 128 + kSlotBytes));
-    const bool bulk = copy == SmFillCopy::kBulk || copy == SmFillCopy::kBulkNoFence;
+    const bool warps = copy == SmFillCopy::kBulkWarps;
+    const bool bulk = copy == SmFillCopy::kBulk || copy == SmFillCopy::kBulkNoFence || warps;
     const bool peer = copy == SmFillCopy::kPeerLoads || copy == SmFillCopy::kPeerAndL2Loads;
     const bool multicast = copy == SmFillCopy::kMulticast;
     const bool clustered = peer || multicast;
@@ -429,7 +470,7 @@ absl::StatusOr<std::vector<SmFill>> MeasureSmFill(gpu::Backend* backend, int dev
                           &cycles_ptr, &sums_ptr};
           gpu::LaunchConfig config;
           config.grid_x = ctas;
-          config.block_x = bulk || multicast ? 32 : 256;
+          config.block_x = warps ? 32 * slots : bulk || multicast ? 32 : 256;
           config.cluster_x = clustered ? 2 : 1;
           // More than half an SM's shared memory whatever the kernel uses, so
           // that no two CTAs share an SM.
@@ -493,6 +534,8 @@ const char* CopyName(SmFillCopy copy) {
     case SmFillCopy::kBulk: return "bulk";
     case SmFillCopy::kBulkNoFence:
       return "bulk-nofence";
+    case SmFillCopy::kBulkWarps:
+      return "bulk-warps";
     case SmFillCopy::kCpAsync: return "cp.async";
     case SmFillCopy::kLoads: return "loads";
     case SmFillCopy::kPeerLoads: return "peer";

@@ -32,10 +32,12 @@ namespace mlajit::bench {
 // to both CTAs, each CTA issuing half of every chunk (is the limit the SM's
 // port or its copy engine?).
 // kBulkNoFence is kBulk without the proxy fence before a slot's next copy
-// (for timing only: what that fence costs a loop with copies in flight).
+// (for timing only: what that fence costs a loop with copies in flight);
+// kBulkWarps is kBulk with each slot's copies issued by a warp of its own.
 enum class SmFillCopy {
   kBulk,
   kBulkNoFence,
+  kBulkWarps,
   kCpAsync,
   kLoads,
   kPeerLoads,
