@@ -76,7 +76,10 @@ TEST(ResultsJson, IsOneDocumentWithEveryCaseAndItsBounds) {
   results[0].bounds.sm_in_bytes = 165888;
   results[0].bounds.mma_us = 0.5;
   results[0].bounds.dram_us = 1.1;
+  results[0].checked = true;  // the second timed under --no-check
   const std::string json = ResultsJson(ceilings, std::nullopt, {}, 200, 200.0, results);
+  EXPECT_THAT(json, HasSubstr(R"("passed":true,"checked":true,)"));
+  EXPECT_THAT(json, HasSubstr(R"("checked":false,)"));
   EXPECT_THAT(json, HasSubstr(R"("runs":200,"warmup_ms":200,"cases":[)"));
   EXPECT_THAT(json, HasSubstr(R"("case":"(4,1,1024,32) bf16","median_us":20)"));
   EXPECT_THAT(json, HasSubstr(R"("bounds":{"sm_in_bytes":165888,"in_us":5.000,"mma_us":0.500,)"

@@ -272,6 +272,7 @@ absl::StatusOr<CaseResult> RunCase(DecodeHarness& h, const Case& c, const Ceilin
     MLAJIT_ASSIGN_OR_RETURN(harness::CaseResult cr, h.Check(*db, {false, 1, nullptr}));
     r.rel_err = cr.out.rel_l2;
     r.passed = cr.out.Passes(harness::OutputTolerance(c.config));
+    r.checked = true;
   }
   gpu::Backend* b = h.backend();
   const int dev = h.device();

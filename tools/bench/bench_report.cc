@@ -154,7 +154,8 @@ std::string ResultsJson(const Ceilings& ceilings, const std::optional<LaunchFloo
                                   r.bounds.dram_us, r.bounds.bound_us())
                 : "null")
         << ",\"rel_err\":" << r.rel_err << ",\"passed\":" << (r.passed ? "true" : "false")
-        << ",\"copies\":" << r.copies << ",\"clocks\":" << ClocksJson(r.clocks) << ",\"times_us\":["
+        << ",\"checked\":" << (r.checked ? "true" : "false") << ",\"copies\":" << r.copies
+        << ",\"clocks\":" << ClocksJson(r.clocks) << ",\"times_us\":["
         << absl::StrJoin(r.times_us, ",",
                          [](std::string* o, double t) { absl::StrAppendFormat(o, "%.2f", t); })
         << "]"

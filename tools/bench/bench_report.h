@@ -42,6 +42,7 @@ struct CaseResult {
   SmBounds bounds;
   double rel_err = 0;
   bool passed = false;
+  bool checked = false;  // compared with the CPU reference (not under --no-check)
   int copies = 1;
   std::string plan_json;         // mlajit_plan_describe_json of the timed plan
   std::vector<double> times_us;  // every per-call time in call order; call i used copy i % copies

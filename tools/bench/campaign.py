@@ -181,14 +181,17 @@ def run_step(argv, env, out_path, cwd, timeout):
 
 def cases_of(path):
     """{case name: (median µs, median SM MHz or None, rel. error, passed)}
-    from one bench JSON."""
+    from one bench JSON; rel. error and passed are None for a case timed
+    unchecked (--no-check)."""
     with open(path) as f:
         doc = json.load(f)
     out = {}
     for c in doc.get("cases", []):
         clocks = c.get("clocks") or {}
-        out[c["case"]] = (c["median_us"], clocks.get("sm_mhz_median"), c.get("rel_err"),
-                          c.get("passed", True))
+        checked = c.get("checked", True)
+        out[c["case"]] = (c["median_us"], clocks.get("sm_mhz_median"),
+                          c.get("rel_err") if checked else None,
+                          c.get("passed", True) if checked else None)
     return out
 
 
@@ -214,8 +217,10 @@ def ab_table(out_dir, runs):
         mhz = lambda xs: ",".join(str(x[1]) for x in xs if x[1] is not None) or "-"
 
         def err(xs):
+            if xs and all(x[3] is None for x in xs):
+                return "unchecked"
             errors = [x[2] for x in xs if x[2] is not None]
-            failed = " FAILED" if any(not x[3] for x in xs) else ""
+            failed = " FAILED" if any(x[3] is False for x in xs) else ""
             return (f"{max(errors):.2e}" if errors else "-") + failed
 
         rows.append(f"| {case} | {fmt(v)} | {fmt(d)} | {change} | {mhz(v)} / {mhz(d)} "

@@ -116,9 +116,10 @@ class ErrorTest(unittest.TestCase):
             self.assertIn(f"{flag} 0", err)
 
 
-def bench_json(medians, mhz, rel_err, passed=True):
+def bench_json(medians, mhz, rel_err, passed=True, checked=True):
     return json.dumps({"cases": [{"case": c, "median_us": us, "rel_err": rel_err,
-                                  "passed": passed, "clocks": {"sm_mhz_median": mhz}}
+                                  "passed": passed, "checked": checked,
+                                  "clocks": {"sm_mhz_median": mhz}}
                                  for c, us in medians.items()]})
 
 
@@ -169,6 +170,17 @@ class RunTest(unittest.TestCase):
         self.assertIn("-12.0 %", md)
         self.assertRegex(md, r"\nsettings: (\S+ )*MLAJIT_PDL=0\b")
         self.assertIn("MLAJIT_TILES=32,64,4,2,1", md)
+
+    def test_unchecked_arms_say_so(self):
+        # An ablation's arms run under --no-check: their bench JSON says
+        # "checked": false, and the table says "unchecked", not FAILED.
+        with open(os.path.join(self.out, "v.json"), "w") as f:
+            f.write(bench_json({"(4,4,8192,32) bf16": 31.0}, 1980, 0, passed=False, checked=False))
+        with open(os.path.join(self.out, "d.json"), "w") as f:
+            f.write(bench_json({"(4,4,8192,32) bf16": 37.0}, 1980, 0, passed=False, checked=False))
+        table = campaign.ab_table(self.out, [("variant", None, "v.json"), ("default", None, "d.json")])
+        self.assertEqual(table[2], "| (4,4,8192,32) bf16 | 31.00 | 37.00 | -16.2 % | 1980 / 1980 "
+                                   "| unchecked / unchecked |")
 
     def test_no_step_starts_once_the_budget_is_spent(self):
         rc = campaign.main(["--out", self.out, "--budget-s", "0.5", "probes", "tests"],
