@@ -7,6 +7,7 @@
 #define MLAJIT_KERNEL_TEMPLATES_MLA_COMBINE_CUH_
 
 #include "mla_common.cuh"
+#include "mla_timeline.cuh"
 
 namespace mla_combine {
 
@@ -174,6 +175,7 @@ MLA_INLINE void CombineUnits(const MlaDecodeParams& p, int num_combine) {
   if (flat >= total) return;
   MlaCombineItem item = p.combine[flat / UNITS_PER_ITEM];
   MlaGridDependencySync();  // the decode's partials, from here on
+  mla_timeline::MergeWaited();
   if (MLA_ABLATE_MERGE) return;
   for (; flat < total; flat += stride) {
     const long long next = flat + stride;

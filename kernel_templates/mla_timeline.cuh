@@ -29,6 +29,7 @@
 //   mla_grid cta C sm S: entry waited exit items n: start end tiles ...
 // (ns since the first CTA's entry; -1: none) and when its CTA 0 was done,
 //   mla_grid merge done: t
+// and, a call later at most, the merge's own CTAs (PrintMergeIfStamped),
 // which tools/bench/grid_timeline.py summarises: how the CTAs' ends spread,
 // and whether some SMs run their tiles slower than others.
 #ifndef MLAJIT_KERNEL_TEMPLATES_MLA_TIMELINE_CUH_
@@ -255,14 +256,80 @@ MLA_INLINE void PrintGridIfStamped() {
   printf("mla_grid merge done: %lld\n", merge_done - t0);
 }
 
+// ---- the merge kernel's stamps ----
+// Thread 0 of each CTA of the stamped call's merge (the merge's own
+// MLA_TIMELINE-th launch: the runtime launches one merge per call in these
+// builds) notes its SM and %globaltimer at entry, when its wait for the
+// decode returned (-1 where its CTA had nothing to merge and skipped the
+// wait) and at its end. They are printed, in ns since the decode's first
+// CTA entered, by the first merge CTA 0 to find every one of them in (the
+// stamped call's, or the next call's), one line per CTA:
+//   mla_grid merge cta C sm S: entry waited exit
+enum MergeEvent { kMergeEntry = 0, kMergeWaited = 1, kMergeExit = 2, MERGE_EVENTS = 3 };
+__device__ long long merge_stamps[GRID_CTAS][MERGE_EVENTS];
+__device__ int merge_sms[GRID_CTAS];
+__device__ unsigned int merge_entries;  // merge CTA entries over all launches
+__device__ unsigned int merge_stamped;  // CTAs that stamped the merge, once done
+__device__ unsigned int merge_ctas;     // the stamped merge's grid
+__shared__ int merge_stamping;          // this CTA stamps (thread 0's own flag)
+
+MLA_INLINE void MergeEntry() {
+  if (threadIdx.x != 0) return;
+  const long long t = GlobalTimer();
+  const unsigned int launch = atomicAdd(&merge_entries, 1u) / gridDim.x + 1u;
+  merge_stamping = launch == MLA_TIMELINE && blockIdx.x < GRID_CTAS;
+  if (!merge_stamping) return;
+  long long* row = merge_stamps[blockIdx.x];
+  row[kMergeEntry] = t;
+  row[kMergeWaited] = -1;
+  row[kMergeExit] = -1;
+  unsigned int sm;
+  asm volatile("mov.u32 %0, %%smid;\n" : "=r"(sm));
+  merge_sms[blockIdx.x] = static_cast<int>(sm);
+  if (blockIdx.x == 0) merge_ctas = gridDim.x;
+}
+// Right after the merge's wait for the decode (the wait of thread 0's group).
+MLA_INLINE void MergeWaited() {
+  if (threadIdx.x == 0 && merge_stamping) merge_stamps[blockIdx.x][kMergeWaited] = GlobalTimer();
+}
+// At the end of thread 0's work.
+MLA_INLINE void MergeExit() {
+  if (threadIdx.x != 0 || !merge_stamping) return;
+  merge_stamps[blockIdx.x][kMergeExit] = GlobalTimer();
+  __threadfence();
+  atomicAdd(&merge_stamped, 1u);
+}
+MLA_INLINE void PrintMergeIfStamped() {
+  const unsigned int ctas = *reinterpret_cast<volatile unsigned int*>(&merge_ctas);
+  const unsigned int done = *reinterpret_cast<volatile unsigned int*>(&merge_stamped);
+  const unsigned int want = ctas < GRID_CTAS ? ctas : GRID_CTAS;
+  if (ctas == 0 || done != want) return;
+  if (atomicAdd(&merge_stamped, 1u) != want) return;  // printed by another merge
+  // The decode's first entry where its grid was stamped, else the merge's.
+  const unsigned int decode_ctas = *reinterpret_cast<volatile unsigned int*>(&grid_ctas);
+  long long t0 = merge_stamps[0][kMergeEntry];
+  for (unsigned int c = 0; c < want; ++c) t0 = min(t0, merge_stamps[c][kMergeEntry]);
+  for (unsigned int c = 0; c < decode_ctas && c < GRID_CTAS; ++c) {
+    t0 = min(t0, grid_stamps[c][kGridEntry]);
+  }
+  for (unsigned int c = 0; c < want; ++c) {
+    const long long* row = merge_stamps[c];
+    long long d[MERGE_EVENTS];
+    for (int i = 0; i < MERGE_EVENTS; ++i) d[i] = row[i] < 0 ? -1 : row[i] - t0;
+    printf("mla_grid merge cta %u sm %d: %lld %lld %lld\n", c, merge_sms[c], d[0], d[1], d[2]);
+  }
+}
+
 // In the merge kernel, after it waited for the decode. (Later launches keep
 // counting in the low bits; the flags stay.)
 MLA_INLINE void PrintIfStamped() {
+  MergeExit();
   if (blockIdx.x != 0 || threadIdx.x != 0) return;
   // A merge with nothing to merge returns before its wait for the decode
   // (mla_combine.cuh); the stamps are complete only after it.
   MlaGridDependencySync();
   PrintGridIfStamped();
+  PrintMergeIfStamped();
   const unsigned int seen = *reinterpret_cast<volatile unsigned int*>(&launches);
   if ((seen & PRINT_NOW) == 0 || (seen & PRINTED) != 0) return;
   if ((atomicOr(&launches, PRINTED) & PRINTED) != 0) return;
@@ -291,6 +358,8 @@ MLA_INLINE void BeginLaunch() {}
 MLA_INLINE void Stamp(int, int, int, int) {}
 MLA_INLINE void EndLaunch(int) {}
 MLA_INLINE void PrintIfStamped() {}
+MLA_INLINE void MergeEntry() {}
+MLA_INLINE void MergeWaited() {}
 #endif
 
 }  // namespace mla_timeline

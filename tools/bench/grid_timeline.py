@@ -2,7 +2,9 @@
 """How one decode launch's CTAs spend it, from the grid stamps that
 MLAJIT_TIMELINE builds print (kernel_templates/mla_timeline.cuh): when
 each CTA entered, got past its wait for the previous kernel, started and
-ended its work items and left, and when the merge kernel's CTA 0 was done.
+ended its work items and left, and when the merge kernel's CTA 0 was done;
+and, where printed, when each merge CTA entered, got past its wait for the
+decode and was done.
 
     MLAJIT_TIMELINE=151 MLAJIT_CACHE_DIR=/tmp/timeline-cache \\
         mlajit_bench --case 32,4,8192,32,bf16 > run.txt
@@ -23,14 +25,28 @@ import sys
 CTA = re.compile(
     r"mla_grid cta (\d+) sm (\d+): (-?\d+) (-?\d+) (-?\d+) items (\d+):((?: -?\d+)+)")
 MERGE = re.compile(r"mla_grid merge done: (-?\d+)")
+MERGE_CTA = re.compile(r"mla_grid merge cta (\d+) sm (\d+): (-?\d+) (-?\d+) (-?\d+)")
 
 
-def parse(lines):
+def parse(lines, merge_ctas=None):
     """({cta: row}, merge_done or None); a row is a dict of its SM, entry,
     waited, exit (None where not stamped) and items, [(start, end, tiles)]
-    of the items the CTA stamped."""
+    of the items the CTA stamped. The merge kernel's CTAs, where printed,
+    go into `merge_ctas` as {cta: row} with the same SM, entry, waited and
+    exit (no items)."""
     ctas, merge = {}, None
     for line in lines:
+        m = MERGE_CTA.search(line)
+        if m:
+            if merge_ctas is not None:
+                entry, waited, leave = (int(m.group(k)) for k in (3, 4, 5))
+                merge_ctas[int(m.group(1))] = {
+                    "sm": int(m.group(2)),
+                    "entry": entry if entry >= 0 else None,
+                    "waited": waited if waited >= 0 else None,
+                    "exit": leave if leave >= 0 else None,
+                }
+            continue
         m = CTA.search(line)
         if m:
             values = [int(v) for v in m.group(7).split()]
@@ -104,15 +120,35 @@ def summary(ctas, merge):
     return rows, slow, after
 
 
+def merge_summary(ctas, merge_ctas):
+    """Rows (what, min, median, max) in µs since the decode's first entry
+    for the merge kernel's CTAs, and (first past its wait, last exit) in µs
+    after the decode's last CTA left (None where not stamped)."""
+    us = lambda q: None if q is None else tuple(x / 1000 for x in q)
+    rows = [
+        ("merge: entry", us(quantiles(r["entry"] for r in merge_ctas.values()))),
+        ("merge: past its wait for the decode",
+         us(quantiles(r["waited"] for r in merge_ctas.values()))),
+        ("merge: exit", us(quantiles(r["exit"] for r in merge_ctas.values()))),
+    ]
+    exits = [r["exit"] for r in ctas.values() if r["exit"] is not None]
+    waited = [r["waited"] for r in merge_ctas.values() if r["waited"] is not None]
+    merged = [r["exit"] for r in merge_ctas.values() if r["exit"] is not None]
+    last = max(exits) if exits else None
+    after = lambda xs, pick: (pick(xs) - last) / 1000 if xs and last is not None else None
+    return rows, (after(waited, min), after(merged, max))
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("output", help="the stamped run's output, or - for stdin")
     args = ap.parse_args(argv)
+    merge_ctas = {}
     if args.output == "-":
-        ctas, merge = parse(sys.stdin)
+        ctas, merge = parse(sys.stdin, merge_ctas)
     else:
         with open(args.output, encoding="utf-8") as text:
-            ctas, merge = parse(text)
+            ctas, merge = parse(text, merge_ctas)
     if not ctas:
         print("no mla_grid lines: was the kernel built with MLAJIT_TIMELINE=N, and did the "
               "case run N calls?", file=sys.stderr)
@@ -133,6 +169,19 @@ def main(argv):
     if after is not None:
         print()
         print(f"merge kernel's CTA 0 done {after:.2f} µs after the last CTA left")
+    if merge_ctas:
+        merge_rows, (first_waited, last_done) = merge_summary(ctas, merge_ctas)
+        print()
+        print(f"{len(merge_ctas)} merge CTAs stamped")
+        print("| what (µs since the decode's first entry) | min | median | max |")
+        print("|---|---:|---:|---:|")
+        for name, q in merge_rows:
+            cells = ["-"] * 3 if q is None else [f"{x:.2f}" for x in q]
+            print(f"| {name} | " + " | ".join(cells) + " |")
+        if first_waited is not None and last_done is not None:
+            print()
+            print(f"after the decode's last CTA left: the merge's first wait returned in "
+                  f"{first_waited:.2f} µs, its last CTA was done in {last_done:.2f} µs")
     return 0
 
 

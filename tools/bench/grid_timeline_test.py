@@ -69,6 +69,32 @@ class GridTimelineTest(unittest.TestCase):
         self.assertIn("| 3 | 7 | 103.00 | 64 | 1500 |", text)
         self.assertIn("merge kernel's CTA 0 done 5.50 µs after the last CTA left", text)
 
+    def test_merge_ctas_are_summarised_after_the_decode(self):
+        # Three merge CTAs: they enter while the decode runs (before its last
+        # CTA leaves at 103000), get past their wait 1500-2500 ns after it,
+        # and are done 4000-6000 ns after it; CTA 2 had nothing to merge.
+        lines = stamped_run() + ["mla_grid merge cta 0 sm 4: 70500 104500 107000",
+                                 "mla_grid merge cta 1 sm 9: 71500 105500 109000",
+                                 "mla_grid merge cta 2 sm 11: 72000 -1 104000"]
+        merge_ctas = {}
+        ctas, _ = grid_timeline.parse(lines, merge_ctas)
+        self.assertEqual(len(ctas), 4)  # the merge's lines are not the decode's
+        self.assertEqual(merge_ctas[1], {"sm": 9, "entry": 71500, "waited": 105500,
+                                         "exit": 109000})
+        rows, (first_waited, last_done) = grid_timeline.merge_summary(ctas, merge_ctas)
+        got = dict(rows)
+        self.assertEqual(got["merge: entry"], (70.5, 71.5, 72.0))
+        self.assertEqual(got["merge: past its wait for the decode"], (104.5, 105.0, 105.5))
+        self.assertEqual(got["merge: exit"], (104.0, 107.0, 109.0))
+        self.assertAlmostEqual(first_waited, 1.5)
+        self.assertAlmostEqual(last_done, 6.0)
+        code, text, _ = run_main(lines)
+        self.assertEqual(code, 0)
+        self.assertIn("3 merge CTAs stamped", text)
+        self.assertIn("| merge: past its wait for the decode | 104.50 | 105.00 | 105.50 |", text)
+        self.assertIn("the merge's first wait returned in 1.50 µs, its last CTA was done in "
+                      "6.00 µs", text)
+
     def test_a_run_without_stamps_is_an_error(self):
         code, _, err = run_main(["nothing stamped here"])
         self.assertEqual(code, 1)
