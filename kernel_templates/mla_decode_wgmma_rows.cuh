@@ -107,58 +107,6 @@ static_assert(!FP8_S || 2 * RAW_BYTES + V_BYTES + Q8_BYTES + TILE * ROWS * 2 + 2
                             (1 + STAGES) * OPERAND_BYTES + TILE * ROWS * 2 + 2 * ROWS * 4,
               "the a8 layout fits the 64-row path's shared memory");
 
-// bf16 tiles of the two-stage schedule by tensor copies, one per 64-dim
-// block from one thread (whole tiles in consecutive slots, TmaTile; other
-// tiles by cp.async as before), completing on one mbarrier per buffer instead
-// of cp.async groups. The point: v51's probe fills an SM at 16.8-17.2 bytes a
-// clock by 16-byte cp.async of 256 threads and at 26.7 by bulk copies, and a
-// two-stage tile's 72 KB is on its chain (RESULTS.md v54). Off unless compiled
-// with MLA_TWO_STAGE_TMA=1 (MLAJIT_KERNEL_DEFINES) until it is measured.
-#ifndef MLA_TWO_STAGE_TMA
-#define MLA_TWO_STAGE_TMA 0
-#endif
-constexpr bool TWO_STAGE_TMA =
-    MLA_TWO_STAGE_TMA != 0 && KV_FORMAT == KV_FORMAT_BF16 && mla_wgmma::KV_TMA;
-static_assert(!ELIGIBLE || !TWO_STAGE_TMA || STAGES == 2, "one mbarrier per buffer, two buffers");
-// With tensor copies from one thread, tile t + 1 can be asked for as soon as
-// both warpgroups' P V of tile t - 1 have read its buffer, without waiting
-// for tile t to land (barrier (1)): then two tiles are in flight while the
-// copies are slower than the products, one otherwise. A second switch,
-// MLA_TWO_STAGE_AHEAD=1, so that the A/B tells the two apart.
-#ifndef MLA_TWO_STAGE_AHEAD
-#define MLA_TWO_STAGE_AHEAD 0
-#endif
-constexpr bool TWO_STAGE_AHEAD = TWO_STAGE_TMA && MLA_TWO_STAGE_AHEAD != 0;
-
-// A tile's tensor copies from one thread per warp instead of all from one
-// thread: the fill probe moves 4 to 32 KB bulk copies from one thread at
-// one copy per ~610 cycles whatever their size (RESULTS.md v55), so nine
-// 8 KB copies from one thread would take ~5500 cycles a tile. Warp w's lane
-// 0 copies the blocks TmaSpreadWarp gives it (the seesaw: its warpgroup's
-// blocks, one a warp; the two-stage schedule: b % 8). Off unless compiled
-// with MLA_TMA_SPREAD=1 (MLAJIT_KERNEL_DEFINES) until it is measured.
-#ifndef MLA_TMA_SPREAD
-#define MLA_TMA_SPREAD 0
-#endif
-constexpr bool TMA_SPREAD = MLA_TMA_SPREAD != 0;
-static_assert(!ELIGIBLE || !TMA_SPREAD || NUM_THREADS == 256, "eight warps, one arrival each");
-
-// Q by bulk copies of whole rows into the second tile buffer, then into the
-// Q operand by all threads (LoadQBulk), instead of 18 16-byte loads a thread
-// from global memory: bf16 KV with bf16 Q, whose operand is Q's own bits.
-// Each item's start waits for Q and its first tile; this brings Q in by the
-// copy engine, at v45's 26.7 bytes a clock, beside the tile (RESULTS.md
-// v54). Off unless compiled with MLA_Q_BULK=1 (MLAJIT_KERNEL_DEFINES).
-#ifndef MLA_Q_BULK
-#define MLA_Q_BULK 0
-#endif
-constexpr bool Q_BULK = MLA_Q_BULK != 0 && KV_FORMAT == KV_FORMAT_BF16 && Q_MODE == Q_MODE_BF16;
-static_assert(!ELIGIBLE || !Q_BULK ||
-                  (STAGES >= 2 && ROWS * HEAD_DIM_QK * 2 <= OPERAND_BYTES && ROWS == 64 &&
-                   HEAD_DIM_QK / 8 == 72 && NUM_THREADS == 256),
-              "the tile's staged Q rows fit the second tile buffer, and the staging tasks "
-              "(MlaRowsQStage*: 32 groups of 8 lanes, 18 rounds) cover its 64 rows of 72 chunks");
-
 struct Smem {
   u8* q;         // Q operand
   u8* kv;        // STAGES KV operand tiles (swizzled); a8: 2 raw fp8 tiles
@@ -166,7 +114,6 @@ struct Smem {
   u8* p;         // P operand (64 x 64)
   float* alpha;  // [64] rescale of the rows' running O for the current tile
   float* red;    // [64] row sums at the end; [8] per-warp amax of Q
-  u64* full;     // [b < STAGES] TWO_STAGE_TMA: buffer b's tile landed; [STAGES] Q_BULK: Q did
 };
 
 MLA_INLINE Smem CarveSmem(u8* base) {
@@ -184,8 +131,6 @@ MLA_INLINE Smem CarveSmem(u8* base) {
   }
   m.alpha = reinterpret_cast<float*>(m.p + TILE * ROWS * 2);
   m.red = m.alpha + ROWS;
-  m.full = reinterpret_cast<u64*>(m.red + ROWS);  // 8-byte aligned: 1024 k + 8704
-  // (STAGES + 1 mbarriers: MlaWgmmaRowsSmemBytes)
   return m;
 }
 
@@ -227,52 +172,6 @@ MLA_INLINE void IssueTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0,
       mla_wgmma::CpAsync16(dst + b * BLOCK_BYTES, src + b * 128, valid);
     }
   }
-}
-
-// TWO_STAGE_TMA: the same tile into buffer `buf`, completing on full[buf]
-// (one arrival per warp, 8): nine tensor copies of 8 KB from thread 0 where
-// TmaTile allows (the same answer in every thread), else IssueTile's cp.async
-// tracked on the barrier. Consumers wait on the barrier's phase and fence
-// (FenceProxyAsync) before wgmma reads, which a cp.async tile needs.
-MLA_INLINE void IssueTileOnBarrier(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0, int kv_hi,
-                                   int buf, const Smem& sm) {
-  u64* full = sm.full + buf;
-  int slot = 0;
-  if (mla_wgmma::TmaTile(p, s, j0, kv_hi, slot)) {
-    if (TMA_SPREAD) {
-      // One arrival per warp, each with its own blocks' bytes (a copy that
-      // lands before another warp's arrival cannot complete the phase).
-      const int warp = threadIdx.x >> 5;
-      if ((threadIdx.x & 31) == 0) {
-        u8* tile = sm.kv + buf * OPERAND_BYTES;
-        int bytes = 0;
-#pragma unroll
-        for (int b = 0; b < HEAD_DIM_QK / 64; ++b) bytes += b % 8 == warp ? BLOCK_BYTES : 0;
-        mla_wgmma::MbarArriveExpectTx(full, bytes);
-#pragma unroll
-        for (int b = 0; b < HEAD_DIM_QK / 64; ++b) {
-          if (b % 8 == warp) {
-            mla_wgmma::TensorCopy2d(tile + b * BLOCK_BYTES, &p.kv_maps[0], 128 * b, slot, full);
-          }
-        }
-      }
-      return;
-    }
-    if (threadIdx.x == 0) {
-      mla_wgmma::MbarArriveExpectTx(full, OPERAND_BYTES);
-      u8* tile = sm.kv + buf * OPERAND_BYTES;
-#pragma unroll
-      for (int b = 0; b < HEAD_DIM_QK / 64; ++b) {
-        mla_wgmma::TensorCopy2d(tile + b * BLOCK_BYTES, &p.kv_maps[0], 128 * b, slot, full);
-      }
-    } else if ((threadIdx.x & 31) == 0) {
-      mla_wgmma::MbarArrive(full);
-    }
-    return;
-  }
-  IssueTile(p, s, j0, kv_hi, buf, sm);
-  mla_wgmma::CpAsyncTrackOnBarrier(full);
-  mla_wgmma::MbarArriveWarp(full);
 }
 
 MLA_INLINE uint4 LoadGlobal16(const u8* src) {
@@ -429,17 +328,8 @@ MLA_INLINE u32 QCodes(float lo, float hi, float q_scale) {
 // power of two (fp8 KV, like the swap-AB path's LoadQ) or as bf16; a8 rounds
 // to the fp8 grid first. Returns the factor that undoes the scaling in the
 // scores. Thread (row tid / 4, chunks tid % 4 + 4 i): all 18 loads in flight.
-MLA_INLINE void LoadQBulk(const MlaDecodeParams& p, const MlaSeqInfo& s, int row_start,
-                          const Smem& sm, u32 q_parity);
-
-// `q_parity`: the parity of this load's phase of Q's mbarrier (Q_BULK), the
-// CTA's items that loaded Q before this one, modulo 2.
 MLA_INLINE float LoadQ(const MlaDecodeParams& p, const MlaSeqInfo& s, int row_start, const Smem& sm,
-                       float q_scale, u32 q_parity) {
-  if (Q_BULK) {
-    LoadQBulk(p, s, row_start, sm, q_parity);
-    return 1.0f;
-  }
+                       float q_scale) {
   constexpr int PASSES = mla_wgmma::ROWS_Q_PASSES;
   const int row = threadIdx.x >> 2, sub = threadIdx.x & 3;
   uint4 v[PASSES];
@@ -490,46 +380,6 @@ MLA_INLINE float LoadQ(const MlaDecodeParams& p, const MlaSeqInfo& s, int row_st
   return back;
 }
 
-// Q_BULK: the tile's rows of the sequence (consecutive in q, 1152 bytes
-// each) by bulk copies of up to 16 rows from thread 0 into the second tile
-// buffer, which no tile uses yet at an item's start (both schedules copy the
-// second tile only after Q is in place: the two-stage one after barrier (1)
-// of the first tile, the seesaw after the barrier that follows this), then
-// by all threads into the chunked Q operand (MlaRowsQStage*, conflict-free
-// both ways), rows past the sequence's as zeros. Q's mbarrier (one arrival)
-// was set up at the CTA's start; its phases count the CTA's Q loads. The
-// caller fences and synchronises before wgmma reads Q, as for LoadQ.
-MLA_INLINE void LoadQBulk(const MlaDecodeParams& p, const MlaSeqInfo& s, int row_start,
-                          const Smem& sm, u32 q_parity) {
-  constexpr int ROW_BYTES = HEAD_DIM_QK * 2;
-  constexpr int COPY_ROWS = 16;
-  const int rows = max(0, min(ROWS, s.q_len * NUM_HEADS - row_start));
-  u8* const staged = sm.kv + OPERAND_BYTES;
-  u64* bar = sm.full + STAGES;
-  if (rows > 0) {
-    if (threadIdx.x == 0) {
-      mla_wgmma::MbarArriveExpectTx(bar, rows * ROW_BYTES);
-      const u8* src = static_cast<const u8*>(p.q) +
-                      (static_cast<long long>(s.qo_start) * NUM_HEADS + row_start) * ROW_BYTES;
-      for (int r = 0; r < rows; r += COPY_ROWS) {
-        mla_wgmma::BulkCopy(staged + r * ROW_BYTES, src + r * ROW_BYTES,
-                            min(COPY_ROWS, rows - r) * ROW_BYTES, bar);
-      }
-    }
-    mla_wgmma::MbarWait(bar, q_parity);
-  }
-  const int k = threadIdx.x & 7;
-  // Three rounds at a time: all 18 unrolled spilled 88 bytes of the kernel.
-#pragma unroll 3
-  for (int i = 0; i < HEAD_DIM_QK / 8 * ROWS / NUM_THREADS; ++i) {
-    const int task = MlaRowsQStageTask(threadIdx.x, i);
-    const int row = MlaRowsQStageRow(task, k), c = MlaRowsQStageChunk(task, k);
-    uint4 v = make_uint4(0, 0, 0, 0);
-    if (row < rows) v = *reinterpret_cast<const uint4*>(staged + MlaRowsQStagedOffset(row, c));
-    *reinterpret_cast<uint4*>(sm.q + MlaRowsChunkedOffset(row, c)) = v;
-  }
-}
-
 // ---- one work item --------------------------------------------------------
 
 MLA_INLINE void StoreRows(const MlaDecodeParams& p, const MlaWorkItem& item, const MlaSeqInfo& s,
@@ -544,11 +394,10 @@ MLA_INLINE void TwoStageStamp(int wg, int tile, int event) {
 // Accumulator layout of m64nN (both S and O): thread (warp w of its
 // warpgroup, lane = 4 r + quad) holds rows 16 w + r (h = 0) and 16 w + r + 8
 // (h = 1), columns 8 j + 2 quad + e, in register 4 j + 2 h + e.
-// `stamp0`: the CTA's two-stage tiles before this item (the timeline's count);
-// `q_parity`: LoadQ's.
+// `stamp0`: the CTA's two-stage tiles before this item (the timeline's count).
 MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, const MlaSeqInfo& s,
                             const Smem& sm, float q_scale, const MlaWorkItem& next,
-                            MlaSeqInfo& next_seq, int stamp0, u32 q_parity) {
+                            MlaSeqInfo& next_seq, int stamp0) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int wg = warp >> 2, r = lane >> 2, quad = lane & 3;
   const int row0 = 16 * (warp & 3) + r;  // this thread's rows: row0, row0 + 8
@@ -570,21 +419,7 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
 #pragma unroll
   for (int i = 0; i < 128; ++i) o[i] = 0.0f;
 
-  RawTile raw;  // fp8: the next tile in flight (warpgroup 1)
-  if (TWO_STAGE_TMA) {
-    // The previous item's generic writes to the tile buffers (cp.async
-    // tiles, a seesaw item's P) before tensor copies rewrite them; the
-    // barriers set up per item, as the seesaw's are, and invalidated after it.
-    FenceProxyAsync();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      for (int b = 0; b < STAGES; ++b) mla_wgmma::MbarInit(sm.full + b, NUM_THREADS / 32);
-      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-      if (p.kv_map_rows > 0) mla_wgmma::PrefetchTensorMap(&p.kv_maps[0]);
-    }
-  } else if (Q_BULK) {
-    FenceProxyAsync();  // the previous item's generic writes, before Q's bulk copies
-  }
+  RawTile raw;      // fp8: the next tile in flight (warpgroup 1)
   __syncthreads();  // the previous item is done with shared memory
   if (num_tiles > 0) {
     if (FP8_S) {
@@ -600,8 +435,6 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
         StoreConverted(raw, sm.kv);
       }
       LoadRawTile(p, s, kv_lo + TILE, kv_hi, wg == 1 && num_tiles > 1, raw);
-    } else if (TWO_STAGE_TMA) {
-      IssueTileOnBarrier(p, s, kv_lo, kv_hi, 0, sm);
     } else {
 #pragma unroll
       for (int st = 0; st < STAGES - 1; ++st) {
@@ -609,36 +442,20 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
         mla_wgmma::CpAsyncCommit();
       }
     }
-    score_scale *= LoadQ(p, s, item.row_start, sm, q_scale, q_parity);
+    score_scale *= LoadQ(p, s, item.row_start, sm, q_scale);
   }
   next_seq = LoadSeq(p, next);
   const Desc q_desc = KMajor(sm.q), p_desc = KMajor(sm.p);
 
   for (int t = 0; t < num_tiles; ++t) {
     const int buf = t % STAGES;
-    if (TWO_STAGE_AHEAD && t > 0) {
-      __syncthreads();  // both warpgroups' P V of tile t - 1 are done with its buffer
-      if (t + 1 < num_tiles) IssueTileOnBarrier(p, s, kv_lo + (t + 1) * TILE, kv_hi, 1 - buf, sm);
-    }
-    if (TWO_STAGE_TMA) {
-      mla_wgmma::MbarWait(sm.full + buf, (t / STAGES) & 1);  // use t / 2 of buffer t % 2
-    } else if (!FP8) {
-      mla_wgmma::CpAsyncWait<STAGES - 2>();
-    }
+    if (!FP8) mla_wgmma::CpAsyncWait<STAGES - 2>();
     if (FP8_S) mla_wgmma::CpAsyncWait<0>();  // warpgroup 1's copy of raw tile t
     TwoStageStamp(wg, stamp0 + t, mla_timeline::kTsLanded);
     FenceProxyAsync();  // Q, operand tile t (cp.async or converted) -> wgmma reads
     __syncthreads();    // (1) tile t is complete; everyone is done with tile t - 1
     TwoStageStamp(wg, stamp0 + t, mla_timeline::kTsSynced);
-    if (TWO_STAGE_TMA) {
-      // Into the buffer P V of tile t - 1 read last (done: barrier (1)); with
-      // TWO_STAGE_AHEAD only tile 1 (the second buffer may hold Q until
-      // LoadQ is done, and asking for two tiles at an item's start delays the
-      // first when every CTA starts at once, RESULTS.md v41).
-      if (t + 1 < num_tiles && !(TWO_STAGE_AHEAD && t > 0)) {
-        IssueTileOnBarrier(p, s, kv_lo + (t + 1) * TILE, kv_hi, 1 - buf, sm);
-      }
-    } else if (!FP8) {
+    if (!FP8) {
       if (t + STAGES - 1 < num_tiles) {
         IssueTile(p, s, kv_lo + (t + STAGES - 1) * TILE, kv_hi, (t + STAGES - 1) % STAGES, sm);
       }
@@ -737,13 +554,7 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
       if (quad == 0) sm.red[row0 + 8 * h] = l[h];
     }
   }
-  __syncthreads();  // also: every tile landed and was read, no wait is pending
-  if (TWO_STAGE_TMA && threadIdx.x == 0) {
-    for (int b = 0; b < STAGES; ++b) {
-      asm volatile("mbarrier.inval.shared::cta.b64 [%0];\n" ::"r"(mla_wgmma::SmemAddr(sm.full + b))
-                   : "memory");
-    }
-  }
+  __syncthreads();
   const float sums[2] = {sm.red[row0], sm.red[row0 + 8]};
   StoreRows(p, item, s, o, m, sums);
 }
@@ -819,11 +630,6 @@ MLA_INLINE void DecodeCta(const MlaDecodeParams& p) {
   int seesaw_pairs = 0;         // the timeline's count of the seesaw's pairs,
   int two_stage_tiles = 0;      // of the two-stage schedule's tiles
   int items = 0;                // and of the work items
-  u32 q_loads = 0;              // items that loaded Q (Q_BULK: its mbarrier's phases)
-  if (Q_BULK && threadIdx.x == 0) {
-    mla_wgmma::MbarInit(sm.full + STAGES, 1);  // seen after the first item's opening barrier
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
   mla_wgmma::ForEachWorkItem(p, [&](const MlaWorkItem& item, const MlaSeqInfo& seq,
                                     const MlaWorkItem& next, MlaSeqInfo& next_seq) {
     // bf16 items of many tiles take the seesaw; short ones (split pieces)
@@ -831,13 +637,12 @@ MLA_INLINE void DecodeCta(const MlaDecodeParams& p) {
     const int num_tiles = mla_wgmma::RangeOf(item, seq, ROWS).num_tiles;
     mla_timeline::GridItemStart(items, num_tiles);
     if (SEESAW && num_tiles >= SEESAW_MIN_TILES) {
-      ProcessItemSeesaw(p, item, seq, sm, q_scale, next, next_seq, seesaw_pairs, q_loads & 1);
+      ProcessItemSeesaw(p, item, seq, sm, q_scale, next, next_seq, seesaw_pairs);
       seesaw_pairs += (num_tiles + 1) / 2;
     } else {
-      ProcessItem(p, item, seq, sm, q_scale, next, next_seq, two_stage_tiles, q_loads & 1);
+      ProcessItem(p, item, seq, sm, q_scale, next, next_seq, two_stage_tiles);
       two_stage_tiles += num_tiles;
     }
-    if (num_tiles > 0) ++q_loads;
     mla_timeline::GridItemEnd(items++);
   });
   mla_timeline::EndLaunch(0);  // after the last item's closing barrier

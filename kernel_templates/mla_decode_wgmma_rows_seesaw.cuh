@@ -108,27 +108,6 @@ MLA_INLINE void CopySeesawBlocks(const MlaDecodeParams& p, const MlaSeqInfo& s, 
   u8* tile = sm.kv + buf * OPERAND_BYTES;
   int slot = 0;
   if (TmaTile(p, s, j0, kv_hi, slot)) {
-    if (TMA_SPREAD) {
-      // Warp w of the warpgroup copies block 4 wg + w, warp 0 the rope block
-      // too where this warpgroup copies it; one arrival per warp, each with
-      // its own blocks' bytes.
-      if (lane == 0) {
-        int bytes = 0;
-#pragma unroll
-        for (int b = 0; b < HEAD_DIM_QK / 64; ++b) {
-          const bool mine = MlaRowsSeesawCopiesBlock(wg, buf, b) && (b == 8 ? 0 : b % 4) == w;
-          bytes += mine ? BLOCK_BYTES : 0;
-        }
-        MbarArriveExpectTx(full, bytes);
-#pragma unroll
-        for (int b = 0; b < HEAD_DIM_QK / 64; ++b) {
-          if (MlaRowsSeesawCopiesBlock(wg, buf, b) && (b == 8 ? 0 : b % 4) == w) {
-            TensorCopy2d(tile + b * BLOCK_BYTES, &p.kv_maps[0], 128 * b, slot, full);
-          }
-        }
-      }
-      return;
-    }
     if (lane == 0 && w == 0) {
       MbarArriveExpectTx(full, SeesawBlockCount(wg, buf) * BLOCK_BYTES);
 #pragma unroll
@@ -318,12 +297,10 @@ MLA_INLINE void PvOther(float (&o)[128], const u8* tile, int wg) {
   Commit();
 }
 
-// g0: the CTA's seesaw pairs before this item (the timeline's count);
-// q_parity: LoadQ's.
+// g0: the CTA's seesaw pairs before this item (the timeline's count).
 MLA_INLINE void ProcessItemSeesaw(const MlaDecodeParams& p, const MlaWorkItem& item,
                                   const MlaSeqInfo& s, const Smem& sm, float q_scale,
-                                  const MlaWorkItem& next, MlaSeqInfo& next_seq, int g0,
-                                  u32 q_parity) {
+                                  const MlaWorkItem& next, MlaSeqInfo& next_seq, int g0) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int wg = warp >> 2, r = lane >> 2, quad = lane & 3;
   const int row0 = 16 * (warp & 3) + r;  // this thread's rows: row0, row0 + 8
@@ -346,7 +323,7 @@ MLA_INLINE void ProcessItemSeesaw(const MlaDecodeParams& p, const MlaWorkItem& i
 
   // The previous item's generic writes to the tile buffers (cp.async tiles,
   // P, staged rows) before tensor copies rewrite them (mla_wgmma_tma.cuh).
-  if (mla_wgmma::KV_TMA || Q_BULK) FenceProxyAsync();
+  if (mla_wgmma::KV_TMA) FenceProxyAsync();
   __syncthreads();  // the previous item is done with shared memory
   if (threadIdx.x == 0) {
     for (int i = 0; i < 4; ++i) MbarInit(ss.full + i, 4);  // one arrival per copying warp
@@ -358,7 +335,7 @@ MLA_INLINE void ProcessItemSeesaw(const MlaDecodeParams& p, const MlaWorkItem& i
   }
   __syncthreads();
   if (num_tiles > 0) CopySeesawBlocks(p, s, kv_lo, kv_hi, sm, wg, 0, ss.full + wg);
-  if (num_tiles > 0) score_scale *= LoadQ(p, s, item.row_start, sm, q_scale, q_parity);
+  if (num_tiles > 0) score_scale *= LoadQ(p, s, item.row_start, sm, q_scale);
   next_seq = LoadSeq(p, next);
   FenceProxyAsync();  // Q -> wgmma reads
   __syncthreads();

@@ -210,12 +210,11 @@ MLA_HOST_DEVICE constexpr bool MlaKvTensorMapsEligible(int kv_format, int block_
 }
 
 // Dynamic shared memory of the 64-row path: Q and `stages` 16-bit KV operand
-// tiles (64 x 576 x 2 bytes each), P (64 x 64 x 2), two rows of 64 floats
-// (rescale factors, row sums) and an mbarrier per tile buffer and for Q. The
-// same for fp8 (converted on the way in) and bf16.
+// tiles (64 x 576 x 2 bytes each), P (64 x 64 x 2) and two rows of 64 floats
+// (rescale factors, row sums). The same for fp8 (converted on the way in) and
+// bf16.
 MLA_HOST_DEVICE constexpr int MlaWgmmaRowsSmemBytes(int kv_format, int stages) {
-  return (kv_format == 2 ? 0 : (1 + stages) * 64 * 576 * 2) + 64 * 64 * 2 + 2 * 64 * 4 +
-         (stages + 1) * 8;
+  return (kv_format == 2 ? 0 : (1 + stages) * 64 * 576 * 2) + 64 * 64 * 2 + 2 * 64 * 4;
 }
 
 // Bytes per token of the wgmma path's staging tile: the token as stored (the

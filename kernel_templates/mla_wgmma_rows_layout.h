@@ -98,22 +98,4 @@ MLA_HOST_DEVICE constexpr int MlaRowsQ8Offset(int row, int sub, int i) {
   return MlaRowsChunkedOffset(row, sub >> 1) + (sub & 1) * 8 + i * 2048;
 }
 
-// Q by bulk copies (MLA_Q_BULK, bf16 KV and Q): the tile's 64 rows land row
-// by row (1152 bytes each) in a staging buffer, and all 256 threads move
-// them into the chunked Q operand in 18 rounds. Round i of the 8-lane group
-// g = tid / 8 is task g + 32 i of 576: a block of 8 rows x 8 chunks (72
-// blocks, 9 per row block) and a diagonal d of it; lane k = tid % 8 takes
-// row 8 (block / 9) + k and chunk 8 (block % 9) + (k + d) % 8. A staged row
-// is 9 x 128 bytes, so the reads of a group reach bank groups (k + d) % 8 and
-// the writes (row x at 16 x in its chunk) bank groups k: 8 different ones
-// each way.
-MLA_HOST_DEVICE constexpr int MlaRowsQStageTask(int tid, int i) { return (tid >> 3) + 32 * i; }
-MLA_HOST_DEVICE constexpr int MlaRowsQStageRow(int task, int k) {
-  return 8 * ((task >> 3) / 9) + k;
-}
-MLA_HOST_DEVICE constexpr int MlaRowsQStageChunk(int task, int k) {
-  return 8 * ((task >> 3) % 9) + ((k + (task & 7)) & 7);
-}
-MLA_HOST_DEVICE constexpr int MlaRowsQStagedOffset(int row, int c) { return row * 1152 + c * 16; }
-
 #endif  // MLAJIT_KERNEL_TEMPLATES_MLA_WGMMA_ROWS_LAYOUT_H_

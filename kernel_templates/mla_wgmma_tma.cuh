@@ -38,16 +38,6 @@ MLA_INLINE void TensorCopy2d(void* dst, const MlaTensorMap* map, int x, int y, u
       "l"(reinterpret_cast<unsigned long long>(map)), "r"(x), "r"(y), "r"(SmemAddr(bar))
       : "memory");
 }
-// Copies `bytes` (a multiple of 16; both addresses 16-byte aligned) from
-// global memory to shared memory at `dst` by one bulk copy, counting them on
-// `bar`.
-MLA_INLINE void BulkCopy(void* dst, const void* src, int bytes, u64* bar) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::
-          "r"(SmemAddr(dst)),
-      "l"(reinterpret_cast<unsigned long long>(src)), "r"(bytes), "r"(SmemAddr(bar))
-      : "memory");
-}
 // Fetches a tensor map into the cache that tensor copies read it from.
 MLA_INLINE void PrefetchTensorMap(const MlaTensorMap* map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<unsigned long long>(map))

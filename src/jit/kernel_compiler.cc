@@ -77,7 +77,7 @@ absl::Status AddTimelineOption(std::vector<std::string>& options) {
 // MLAJIT_KERNEL_DEFINES (kernel development): extra preprocessor definitions
 // for every kernel compiled, NAME or NAME=VALUE separated by commas or
 // spaces. The templates read such switches for variants under measurement
-// (e.g. MLA_TWO_STAGE_TMA=1), so that one build can time both sides of an
+// and ablations (e.g. MLA_ABLATE_MERGE=1), so that one build can time both sides of an
 // A/B. NAME must start with MLA_, so that no definition reaches the compiler's
 // or CUDA's own macros; like the timeline's, the definitions are compile
 // options, so their binaries have keys of their own.

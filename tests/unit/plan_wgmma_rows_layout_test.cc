@@ -257,32 +257,5 @@ TEST(WgmmaRowsLayout, QStoresCoverTheTileOnce) {
   EXPECT_EQ(*slots.rbegin(), kTokens * kChunks - 1);
 }
 
-// Q by bulk copies: the 256 threads' 18 rounds move each of the tile's 64 x
-// 72 chunks once, from its staged row-major place to its chunked one, and
-// each quarter warp's reads and writes reach 8 different bank groups.
-TEST(WgmmaRowsLayout, QStagingMovesEveryChunkOnceConflictFree) {
-  std::set<std::pair<int, int>> moved;
-  for (int warp = 0; warp < 8; ++warp) {
-    for (int i = 0; i < kChunks / 4; ++i) {
-      std::vector<std::pair<int, int>> reads, writes;
-      for (int lane = 0; lane < 32; ++lane) {
-        const int tid = 32 * warp + lane, task = MlaRowsQStageTask(tid, i);
-        ASSERT_LT(task, 576);
-        const int row = MlaRowsQStageRow(task, tid % 8), c = MlaRowsQStageChunk(task, tid % 8);
-        ASSERT_LT(row, kTokens);
-        ASSERT_LT(c, kChunks);
-        moved.insert({row, c});
-        reads.push_back({lane, MlaRowsQStagedOffset(row, c)});
-        writes.push_back({lane, MlaRowsChunkedOffset(row, c)});
-      }
-      ExpectQuartersConflictFree(reads, "Q staging reads");
-      ExpectQuartersConflictFree(writes, "Q staging writes");
-    }
-  }
-  EXPECT_EQ(moved.size(), static_cast<size_t>(kTokens * kChunks));
-  // The staged rows fill exactly one KV tile buffer.
-  EXPECT_EQ(MlaRowsQStagedOffset(kTokens, 0), kTileBytes);
-}
-
 }  // namespace
 }  // namespace mlajit::plan
