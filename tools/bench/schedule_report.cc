@@ -17,9 +17,13 @@
 namespace mlajit::bench {
 namespace {
 
-// At the H200's top clock, 1980 MHz, one SM takes in at most 26.7 bytes a
-// clock by bulk copies, from L2 or DRAM (`mlajit_bench --sm-fill`;
-// RESULTS.md v45, v51), and its tensor cores do at most 4096 bf16 or 8192
+// At the H200's top clock, 1980 MHz, the SMs take in 26.7 bytes a clock
+// each when all are busy (`mlajit_bench --sm-fill`, RESULTS.md v45, v51).
+// RESULTS.md v55 found that figure to be the probe's one-thread loop: one
+// SM alone takes in about 105 bytes a clock from copies issued by several
+// warps, and with every SM busy L2 gives each 29.7-30.2 (H100), the limit
+// that this bound stands for until the H200's per-warp rows are measured.
+// Its tensor cores do at most 4096 bf16 or 8192
 // fp8 dense FLOPs a clock (their peak: the 64-row bf16 seesaw's products run
 // there, v45, above the 680 TFLOP/s that cuBLAS sustains); DRAM serves at
 // most 4.45 TB/s (its streaming read).

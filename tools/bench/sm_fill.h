@@ -5,9 +5,12 @@
 //
 // Each CTA (one per SM, by its shared memory) keeps `slots` copies of
 // `chunk` bytes in flight, re-issuing a slot as soon as its copy lands, and
-// times itself with the SM's clock; each CTA reads either its own 256 KB over
-// and over (L2-resident after the first pass) or its own 8 MB once (from
-// DRAM: together larger than L2). Only for sm_90 and later.
+// times itself with the SM's clock. One thread re-issuing every slot takes
+// about 610 cycles a copy whatever its size (its wait-and-reissue loop, not
+// the copy engine: RESULTS.md v55), so the bulk-warps rows give each slot a
+// warp of its own; those show what the SM takes in. Each CTA reads either
+// its own 256 KB over and over (L2-resident after the first pass) or its own
+// 8 MB once (from DRAM: together larger than L2). Only for sm_90 and later.
 //
 //   MLAJIT_ASSIGN_OR_RETURN(std::vector<SmFill> f, MeasureSmFill(backend, 0));
 //   for (const SmFill& x : f) std::printf("%s\n", FormatSmFill(x).c_str());
