@@ -320,8 +320,9 @@ MLA_INLINE void PrintMergeIfStamped() {
   }
 }
 
-// In the merge kernel, after it waited for the decode. (Later launches keep
-// counting in the low bits; the flags stay.)
+// At the end of the merge kernel: each CTA's thread 0 notes its end (where
+// its CTA stamps); CTA 0 then waits for the decode and prints what is
+// complete. (Later launches keep counting in the low bits; the flags stay.)
 MLA_INLINE void PrintIfStamped() {
   MergeExit();
   if (blockIdx.x != 0 || threadIdx.x != 0) return;
