@@ -33,6 +33,10 @@ Stages (ARGS after the first colon):
                         step (MLAJIT_KERNEL_DEFINES=MLA_ABLATE_...), whose
                         results are wrong by design
   schedule:SUITES       the host schedules and per-SM bounds (no GPU)
+  ncu:CASE@KERNEL       Nsight Compute on one steady-state launch of CASE's
+                        decode or merge kernel (KERNEL: decode, merge): speed
+                        of light, memory, occupancy, warp stalls ($NCU, else
+                        ncu on the PATH; clocks left alone)
 Standard library only.
 """
 import argparse
@@ -50,6 +54,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 TIMELINE_PATHS = ("ws", "seesaw", "two-stage", "swap-ab")
 TIMELINE_LAUNCH = "151"  # the stamped launch: past the bench's warm-up calls
+NCU_KERNELS = {"decode": "mla_decode_kernel", "merge": "mla_combine_kernel"}
+NCU_SECTIONS = ("SpeedOfLight", "MemoryWorkloadAnalysis", "Occupancy", "WarpStateStats",
+                "SchedulerStats", "LaunchStats")
+NCU_LAUNCH_SKIP = "50"  # a launch of the timed calls, past the first call's compile
 
 
 class SpecError(ValueError):
@@ -156,9 +164,20 @@ def plan_stage(index, spec, args):
                 stage.add([bench] + case_args + runs + ["--json", name + ".json"], env=env,
                           out=name + ".txt", json_out=name + ".json")
                 stage.ab[2].append((arm, r + 1, name + ".json"))
+    elif kind == "ncu":
+        case, at, which = rest.partition("@")
+        if not at or which not in NCU_KERNELS:
+            raise SpecError(f"stage '{spec}': expected ncu:CASE@KERNEL, KERNEL one of "
+                            + ", ".join(NCU_KERNELS))
+        parse_cases(case, spec)
+        sections = [a for name in NCU_SECTIONS for a in ("--section", name)]
+        stage.add([os.environ.get("NCU", "ncu"), "--clock-control", "none", "--kernel-name",
+                   "regex:" + NCU_KERNELS[which], "--launch-skip", NCU_LAUNCH_SKIP,
+                   "--launch-count", "1"] + sections
+                  + [bench, "--case", case, "--no-check", "--runs", "100"])
     else:
         raise SpecError(f"stage '{spec}': unknown stage '{kind}' (build, tests, standing, "
-                        "timeline, probes, ab, ablate, schedule)")
+                        "timeline, probes, ab, ablate, schedule, ncu)")
     return stage
 
 

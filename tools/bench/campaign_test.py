@@ -45,6 +45,17 @@ class PlanTest(unittest.TestCase):
         _, lines = dry_run("timeline:4,4,8192,32,bf16@seesaw")
         self.assertIn("--path seesaw >", lines[1])
 
+    def test_ncu_profiles_one_steady_launch_of_the_named_kernel(self):
+        rc, lines = dry_run("ncu:4,4,8192,32,bf16@merge")
+        self.assertEqual(rc, 0)
+        self.assertEqual(len(lines), 1)
+        self.assertRegex(lines[0], r"^\[ncu\] ncu --clock-control none --kernel-name "
+                                   r"regex:mla_combine_kernel --launch-skip 50 --launch-count 1 ")
+        self.assertIn("--section MemoryWorkloadAnalysis", lines[0])
+        self.assertIn("/b/tools/bench/mlajit_bench --case 4,4,8192,32,bf16 --no-check", lines[0])
+        _, lines = dry_run("ncu:32,4,1024,16@decode")
+        self.assertIn("regex:mla_decode_kernel ", lines[0])
+
     def test_ab_alternates_the_arms_for_each_round(self):
         _, lines = dry_run("--rounds", "3", "ab:MLAJIT_TILES=32,64,4,2,1@32,1,1024,32,bf16+"
                            "16,1,1024,32,bf16")
@@ -95,6 +106,11 @@ class ErrorTest(unittest.TestCase):
 
     def test_unknown_stage(self):
         self.check("bench:default", "unknown stage 'bench'")
+
+    def test_ncu_without_a_known_kernel(self):
+        self.check("ncu:4,4,8192,32", "expected ncu:CASE@KERNEL")
+        self.check("ncu:4,4,8192,32@combine", "KERNEL one of decode, merge")
+        self.check("ncu:4,4,x@merge", "4,4,x")
 
     def test_timeline_without_a_known_path(self):
         self.check("timeline:4,4,8192,32", "expected timeline:CASE@PATH")
