@@ -230,13 +230,20 @@ MLA_INLINE void GridExit(int last_thread) {
       "l"(&grid_stamps[on ? blockIdx.x : 0][kGridExit]), "l"(&grid_stamped)
       : "memory");
 }
+// The stamping CTAs of a launch whose `ctas` (its grid) have all counted
+// themselves in `stamped`, once: the first caller to find them all in claims
+// the print (its count goes one past) and gets their number; 0 otherwise.
+MLA_INLINE unsigned int ClaimCompleteStamps(unsigned int* ctas, unsigned int* stamped) {
+  const unsigned int grid = *reinterpret_cast<volatile unsigned int*>(ctas);
+  const unsigned int done = *reinterpret_cast<volatile unsigned int*>(stamped);
+  const unsigned int want = grid < GRID_CTAS ? grid : GRID_CTAS;
+  if (grid == 0 || done != want) return 0;
+  return atomicAdd(stamped, 1u) == want ? want : 0;  // else printed by another merge
+}
 // In the merge kernel's CTA 0, after its work: once, after the stamped launch.
 MLA_INLINE void PrintGridIfStamped() {
-  const unsigned int ctas = *reinterpret_cast<volatile unsigned int*>(&grid_ctas);
-  const unsigned int done = *reinterpret_cast<volatile unsigned int*>(&grid_stamped);
-  const unsigned int want = ctas < GRID_CTAS ? ctas : GRID_CTAS;
-  if (ctas == 0 || done != want) return;
-  if (atomicAdd(&grid_stamped, 1u) != want) return;  // printed by another merge
+  const unsigned int want = ClaimCompleteStamps(&grid_ctas, &grid_stamped);
+  if (want == 0) return;
   const long long merge_done = GlobalTimer();
   static_assert(GRID_EVENTS + 3 * GRID_ITEMS == 21, "the line below prints 21 values");
   long long t0 = grid_stamps[0][kGridEntry];
@@ -300,11 +307,8 @@ MLA_INLINE void MergeExit() {
   atomicAdd(&merge_stamped, 1u);
 }
 MLA_INLINE void PrintMergeIfStamped() {
-  const unsigned int ctas = *reinterpret_cast<volatile unsigned int*>(&merge_ctas);
-  const unsigned int done = *reinterpret_cast<volatile unsigned int*>(&merge_stamped);
-  const unsigned int want = ctas < GRID_CTAS ? ctas : GRID_CTAS;
-  if (ctas == 0 || done != want) return;
-  if (atomicAdd(&merge_stamped, 1u) != want) return;  // printed by another merge
+  const unsigned int want = ClaimCompleteStamps(&merge_ctas, &merge_stamped);
+  if (want == 0) return;
   // The decode's first entry where its grid was stamped, else the merge's.
   const unsigned int decode_ctas = *reinterpret_cast<volatile unsigned int*>(&grid_ctas);
   long long t0 = merge_stamps[0][kMergeEntry];

@@ -103,6 +103,17 @@ def parse_cases(text, spec):
     return cases
 
 
+def case_at(rest, spec, kind, what, choices):
+    """(CASE, choice) of a stage's CASE@CHOICE argument; SpecError unless
+    the case parses and the choice is one of `choices`."""
+    case, at, choice = rest.partition("@")
+    if not at or choice not in choices:
+        raise SpecError(f"stage '{spec}': expected {kind}:CASE@{what}, {what} one of "
+                        + ", ".join(choices))
+    parse_cases(case, spec)
+    return case, choice
+
+
 def plan_stage(index, spec, args):
     """The Stage for one positional argument; SpecError if it is malformed."""
     kind, _, rest = spec.partition(":")
@@ -129,11 +140,7 @@ def plan_stage(index, spec, args):
         else:
             stage.add([bench, "--schedule", "sm_90a:132", "--suite", rest])
     elif kind == "timeline":
-        case, at, path = rest.partition("@")
-        if not at or path not in TIMELINE_PATHS:
-            raise SpecError(f"stage '{spec}': expected timeline:CASE@PATH, PATH one of "
-                            + ", ".join(TIMELINE_PATHS))
-        parse_cases(case, spec)
+        case, path = case_at(rest, spec, kind, "PATH", TIMELINE_PATHS)
         run = stage.slug + "-run.txt"
         env = {"MLAJIT_TIMELINE": TIMELINE_LAUNCH,
                "MLAJIT_CACHE_DIR": os.path.join(args.scratch, stage.slug + "-cache")}
@@ -165,11 +172,7 @@ def plan_stage(index, spec, args):
                           out=name + ".txt", json_out=name + ".json")
                 stage.ab[2].append((arm, r + 1, name + ".json"))
     elif kind == "ncu":
-        case, at, which = rest.partition("@")
-        if not at or which not in NCU_KERNELS:
-            raise SpecError(f"stage '{spec}': expected ncu:CASE@KERNEL, KERNEL one of "
-                            + ", ".join(NCU_KERNELS))
-        parse_cases(case, spec)
+        case, which = case_at(rest, spec, kind, "KERNEL", NCU_KERNELS)
         sections = [a for name in NCU_SECTIONS for a in ("--section", name)]
         stage.add([os.environ.get("NCU", "ncu"), "--clock-control", "none", "--kernel-name",
                    "regex:" + NCU_KERNELS[which], "--launch-skip", NCU_LAUNCH_SKIP,

@@ -28,6 +28,14 @@ MERGE = re.compile(r"mla_grid merge done: (-?\d+)")
 MERGE_CTA = re.compile(r"mla_grid merge cta (\d+) sm (\d+): (-?\d+) (-?\d+) (-?\d+)")
 
 
+def stamps(m):
+    """SM, entry, waited and exit of a CTA line's match (groups 2-5; None
+    where not stamped)."""
+    entry, waited, leave = (int(m.group(k)) for k in (3, 4, 5))
+    return {"sm": int(m.group(2)), "entry": entry if entry >= 0 else None,
+            "waited": waited if waited >= 0 else None, "exit": leave if leave >= 0 else None}
+
+
 def parse(lines, merge_ctas=None):
     """({cta: row}, merge_done or None); a row is a dict of its SM, entry,
     waited, exit (None where not stamped) and items, [(start, end, tiles)]
@@ -39,13 +47,7 @@ def parse(lines, merge_ctas=None):
         m = MERGE_CTA.search(line)
         if m:
             if merge_ctas is not None:
-                entry, waited, leave = (int(m.group(k)) for k in (3, 4, 5))
-                merge_ctas[int(m.group(1))] = {
-                    "sm": int(m.group(2)),
-                    "entry": entry if entry >= 0 else None,
-                    "waited": waited if waited >= 0 else None,
-                    "exit": leave if leave >= 0 else None,
-                }
+                merge_ctas[int(m.group(1))] = stamps(m)
             continue
         m = CTA.search(line)
         if m:
@@ -55,14 +57,7 @@ def parse(lines, merge_ctas=None):
                 start, end, tiles = values[3 * i:3 * i + 3]
                 if start >= 0:
                     items.append((start, end if end >= 0 else None, tiles))
-            entry, waited, leave = (int(m.group(k)) for k in (3, 4, 5))
-            ctas[int(m.group(1))] = {
-                "sm": int(m.group(2)),
-                "entry": entry if entry >= 0 else None,
-                "waited": waited if waited >= 0 else None,
-                "exit": leave if leave >= 0 else None,
-                "items": items,
-            }
+            ctas[int(m.group(1))] = dict(stamps(m), items=items)
             continue
         m = MERGE.search(line)
         if m:

@@ -78,7 +78,11 @@ __device__ __forceinline__ void Wait(unsigned bar, unsigned parity) {
 // only: every chunk holds the same bytes, so a copy that overtook the read
 // would not change the sum), the two rates say what the fence costs a loop
 // that has copies in flight.
-template <bool FENCE>
+// PER_WARP: slot s is re-issued by its own warp (lane 0 of warp s;
+// blockDim.x = 32 * slots) instead of every slot by thread 0: is a copy's
+// cost the issuing thread's or the SM's copy engine's? Each issuing thread
+// serves the rounds of its slots, first, first + step, ...
+template <bool FENCE, bool PER_WARP>
 __device__ __forceinline__ void SmFill(const unsigned char* __restrict__ src,
                                        unsigned long long cta_stride, unsigned long long region,
                                        unsigned chunk, unsigned slots, unsigned rounds,
@@ -86,30 +90,35 @@ __device__ __forceinline__ void SmFill(const unsigned char* __restrict__ src,
                                        unsigned* __restrict__ sums) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   extern __shared__ __align__(128) unsigned char smem[];
-  if (threadIdx.x != 0) return;
+  if (!PER_WARP && threadIdx.x != 0) return;
   const unsigned bars = (unsigned)__cvta_generic_to_shared(smem);
   const unsigned data = bars + 128;
   const unsigned char* base = src + blockIdx.x * cta_stride;
-  InitBarriers(bars, slots, 1);
+  const unsigned first = PER_WARP ? threadIdx.x >> 5 : 0u, step = PER_WARP ? slots : 1u;
+  if (threadIdx.x == 0) InitBarriers(bars, slots, 1);
+  if (PER_WARP) __syncthreads();
   auto issue = [&](unsigned r) {
     const unsigned s = r % slots;
     Issue(bars + 8 * s, data + s * chunk, base + (unsigned long long)r * chunk % region, chunk);
   };
   unsigned sum = 0;
   const long long start = clock64();
-  for (unsigned r = 0; r < slots && r < rounds; ++r) issue(r);
-  for (unsigned r = 0; r < rounds; ++r) {
-    const unsigned s = r % slots;
-    Wait(bars + 8 * s, (r / slots) & 1);
-    sum += *reinterpret_cast<const volatile unsigned*>(smem + 128 + s * chunk);
-    if (r + slots < rounds) {
-      // The read above is the generic proxy's; the next copy into the slot
-      // is the async proxy's.
-      if (FENCE) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-      issue(r + slots);
+  if (!PER_WARP || ((threadIdx.x & 31) == 0 && first < slots)) {
+    for (unsigned r = first; r < slots && r < rounds; r += step) issue(r);
+    for (unsigned r = first; r < rounds; r += step) {
+      const unsigned s = r % slots;
+      Wait(bars + 8 * s, (r / slots) & 1);
+      sum += *reinterpret_cast<const volatile unsigned*>(smem + 128 + s * chunk);
+      if (r + slots < rounds) {
+        // The read above is the generic proxy's; the next copy into the slot
+        // is the async proxy's.
+        if (FENCE) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        issue(r + slots);
+      }
     }
   }
-  Record(cycles, sums, start, sum);
+  if (PER_WARP) sum = BlockSum(sum);
+  if (threadIdx.x == 0) Record(cycles, sums, start, sum);
 #endif
 }
 
@@ -119,7 +128,7 @@ extern "C" __global__ void mlajit_sm_fill(const unsigned char* __restrict__ src,
                                           unsigned slots, unsigned rounds,
                                           long long* __restrict__ cycles,
                                           unsigned* __restrict__ sums) {
-  SmFill<true>(src, cta_stride, region, chunk, slots, rounds, cycles, sums);
+  SmFill<true, false>(src, cta_stride, region, chunk, slots, rounds, cycles, sums);
 }
 
 extern "C" __global__ void mlajit_sm_fill_no_fence(const unsigned char* __restrict__ src,
@@ -128,45 +137,16 @@ extern "C" __global__ void mlajit_sm_fill_no_fence(const unsigned char* __restri
                                                    unsigned slots, unsigned rounds,
                                                    long long* __restrict__ cycles,
                                                    unsigned* __restrict__ sums) {
-  SmFill<false>(src, cta_stride, region, chunk, slots, rounds, cycles, sums);
+  SmFill<false, false>(src, cta_stride, region, chunk, slots, rounds, cycles, sums);
 }
 
-// The bulk copies again, slot s re-issued by its own warp (lane 0 of warp
-// s; blockDim.x = 32 * slots) instead of all by one thread: is a copy's
-// cost the issuing thread's or the SM's copy engine's?
 extern "C" __global__ void mlajit_sm_fill_warps(const unsigned char* __restrict__ src,
                                                 unsigned long long cta_stride,
                                                 unsigned long long region, unsigned chunk,
                                                 unsigned slots, unsigned rounds,
                                                 long long* __restrict__ cycles,
                                                 unsigned* __restrict__ sums) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  extern __shared__ __align__(128) unsigned char smem[];
-  const unsigned bars = (unsigned)__cvta_generic_to_shared(smem);
-  const unsigned data = bars + 128;
-  const unsigned char* base = src + blockIdx.x * cta_stride;
-  const unsigned s = threadIdx.x >> 5;
-  if (threadIdx.x == 0) InitBarriers(bars, slots, 1);
-  __syncthreads();
-  unsigned sum = 0;
-  const long long start = clock64();
-  if ((threadIdx.x & 31) == 0 && s < slots && s < rounds) {
-    auto issue = [&](unsigned r) {
-      Issue(bars + 8 * s, data + s * chunk, base + (unsigned long long)r * chunk % region, chunk);
-    };
-    issue(s);
-    for (unsigned r = s; r < rounds; r += slots) {
-      Wait(bars + 8 * s, (r / slots) & 1);
-      sum += *reinterpret_cast<const volatile unsigned*>(smem + 128 + s * chunk);
-      if (r + slots < rounds) {
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        issue(r + slots);
-      }
-    }
-  }
-  sum = BlockSum(sum);
-  if (threadIdx.x == 0) Record(cycles, sums, start, sum);
-#endif
+  SmFill<true, true>(src, cta_stride, region, chunk, slots, rounds, cycles, sums);
 }
 
 template <int PENDING>
