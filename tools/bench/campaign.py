@@ -36,7 +36,7 @@ Stages (ARGS after the first colon):
   ncu:CASE@KERNEL       Nsight Compute on one steady-state launch of CASE's
                         decode or merge kernel (KERNEL: decode, merge): speed
                         of light, memory, occupancy, warp stalls ($NCU, else
-                        ncu on the PATH; clocks left alone)
+                        ncu on the PATH; clocks and caches left alone)
 Standard library only.
 """
 import argparse
@@ -174,7 +174,11 @@ def plan_stage(index, spec, args):
     elif kind == "ncu":
         case, which = case_at(rest, spec, kind, "KERNEL", NCU_KERNELS)
         sections = [a for name in NCU_SECTIONS for a in ("--section", name)]
-        stage.add([os.environ.get("NCU", "ncu"), "--clock-control", "none", "--kernel-name",
+        # Caches are left as the launch before left them: the merge reads
+        # partials the decode has just written into L2, and ncu's default
+        # flush before each pass would serve them from DRAM instead.
+        stage.add([os.environ.get("NCU", "ncu"), "--clock-control", "none", "--cache-control",
+                   "none", "--kernel-name",
                    "regex:" + NCU_KERNELS[which], "--launch-skip", NCU_LAUNCH_SKIP,
                    "--launch-count", "1"] + sections
                   + [bench, "--case", case, "--no-check", "--runs", "100"])

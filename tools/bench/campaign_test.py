@@ -49,7 +49,7 @@ class PlanTest(unittest.TestCase):
         rc, lines = dry_run("ncu:4,4,8192,32,bf16@merge")
         self.assertEqual(rc, 0)
         self.assertEqual(len(lines), 1)
-        self.assertRegex(lines[0], r"^\[ncu\] ncu --clock-control none --kernel-name "
+        self.assertRegex(lines[0], r"^\[ncu\] ncu --clock-control none --cache-control none --kernel-name "
                                    r"regex:mla_combine_kernel --launch-skip 50 --launch-count 1 ")
         self.assertIn("--section MemoryWorkloadAnalysis", lines[0])
         self.assertIn("/b/tools/bench/mlajit_bench --case 4,4,8192,32,bf16 --no-check", lines[0])
