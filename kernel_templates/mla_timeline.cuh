@@ -182,6 +182,18 @@ MLA_INLINE long long GlobalTimer() {
   asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t)::"memory");
   return t;
 }
+MLA_INLINE int SmId() {
+  unsigned int sm;
+  asm volatile("mov.u32 %0, %%smid;\n" : "=r"(sm));
+  return static_cast<int>(sm);
+}
+// Thread 0 at a kernel's entry: whether its CTA stamps, i.e. belongs to launch
+// MLA_TIMELINE, counted by `entries` over all launches of the kernel, and
+// has a row.
+MLA_INLINE bool StampsThisLaunch(unsigned int* entries) {
+  const unsigned int launch = atomicAdd(entries, 1u) / gridDim.x + 1u;
+  return launch == MLA_TIMELINE && blockIdx.x < GRID_CTAS;
+}
 // At the decode kernel's entry, before its wait for the previous kernel. The
 // launch a CTA belongs to is its entry's count over the grid (every launch of
 // a module in the bench runs the same grid; one launch's CTAs all enter
@@ -189,15 +201,12 @@ MLA_INLINE long long GlobalTimer() {
 MLA_INLINE void GridEntry() {
   if (threadIdx.x != 0) return;
   const long long t = GlobalTimer();
-  const unsigned int launch = atomicAdd(&grid_entries, 1u) / gridDim.x + 1u;
-  grid_stamping = launch == MLA_TIMELINE && blockIdx.x < GRID_CTAS;
+  grid_stamping = StampsThisLaunch(&grid_entries);
   if (!grid_stamping) return;
   long long* row = grid_stamps[blockIdx.x];
   for (int i = 0; i < GRID_EVENTS + 3 * GRID_ITEMS; ++i) row[i] = -1;
   row[kGridEntry] = t;
-  unsigned int sm;
-  asm volatile("mov.u32 %0, %%smid;\n" : "=r"(sm));
-  grid_sms[blockIdx.x] = static_cast<int>(sm);
+  grid_sms[blockIdx.x] = SmId();
   if (blockIdx.x == 0) grid_ctas = gridDim.x;
 }
 MLA_INLINE void GridStamp(int event) {
@@ -283,16 +292,13 @@ __shared__ int merge_stamping;          // this CTA stamps (thread 0's own flag)
 MLA_INLINE void MergeEntry() {
   if (threadIdx.x != 0) return;
   const long long t = GlobalTimer();
-  const unsigned int launch = atomicAdd(&merge_entries, 1u) / gridDim.x + 1u;
-  merge_stamping = launch == MLA_TIMELINE && blockIdx.x < GRID_CTAS;
+  merge_stamping = StampsThisLaunch(&merge_entries);
   if (!merge_stamping) return;
   long long* row = merge_stamps[blockIdx.x];
   row[kMergeEntry] = t;
   row[kMergeWaited] = -1;
   row[kMergeExit] = -1;
-  unsigned int sm;
-  asm volatile("mov.u32 %0, %%smid;\n" : "=r"(sm));
-  merge_sms[blockIdx.x] = static_cast<int>(sm);
+  merge_sms[blockIdx.x] = SmId();
   if (blockIdx.x == 0) merge_ctas = gridDim.x;
 }
 // Right after the merge's wait for the decode (the wait of thread 0's group).

@@ -134,6 +134,15 @@ def merge_summary(ctas, merge_ctas):
     return rows, (after(waited, min), after(merged, max))
 
 
+def print_quantiles(title, rows):
+    """A table of (name, (min, median, max) or None) rows, "-" for None."""
+    print(f"| {title} | min | median | max |")
+    print("|---|---:|---:|---:|")
+    for name, q in rows:
+        cells = ["-"] * 3 if q is None else [f"{x:.2f}" for x in q]
+        print(f"| {name} | " + " | ".join(cells) + " |")
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("output", help="the stamped run's output, or - for stdin")
@@ -150,11 +159,7 @@ def main(argv):
         return 1
     rows, slow, after = summary(ctas, merge)
     print(f"{len(ctas)} CTAs stamped")
-    print("| what (µs since the first entry; ns per tile; tiles) | min | median | max |")
-    print("|---|---:|---:|---:|")
-    for name, q in rows:
-        cells = ["-"] * 3 if q is None else [f"{x:.2f}" for x in q]
-        print(f"| {name} | " + " | ".join(cells) + " |")
+    print_quantiles("what (µs since the first entry; ns per tile; tiles)", rows)
     print()
     print("| slowest CTAs | SM | exit µs | tiles | ns per tile |")
     print("|---|---:|---:|---:|---:|")
@@ -168,11 +173,7 @@ def main(argv):
         merge_rows, (first_waited, last_done) = merge_summary(ctas, merge_ctas)
         print()
         print(f"{len(merge_ctas)} merge CTAs stamped")
-        print("| what (µs since the decode's first entry) | min | median | max |")
-        print("|---|---:|---:|---:|")
-        for name, q in merge_rows:
-            cells = ["-"] * 3 if q is None else [f"{x:.2f}" for x in q]
-            print(f"| {name} | " + " | ".join(cells) + " |")
+        print_quantiles("what (µs since the decode's first entry)", merge_rows)
         if first_waited is not None and last_done is not None:
             print()
             print(f"after the decode's last CTA left: the merge's first wait returned in "
