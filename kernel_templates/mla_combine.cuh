@@ -14,7 +14,13 @@ namespace mla_combine {
 constexpr int NUM_THREADS = NUM_WARPS * 32;
 constexpr int GROUPS_PER_BLOCK = NUM_THREADS / 32;  // 32-lane groups
 constexpr int SPLIT_BATCH = 8;  // splits whose loads are in flight together
-constexpr int LONG_BATCH = 16;  // the same beyond SPLIT_BATCH splits
+// The same beyond SPLIT_BATCH splits: 16, or 8 for whole rows, whose lanes
+// hold twice the columns (the registers of 16 would spill under the launch
+// bounds).
+template <int LC>
+MLA_HOST_DEVICE constexpr int LongBatch() {
+  return LC == 16 ? 8 : 16;
+}
 constexpr int PARTIAL_BYTES = MLA_PARTIAL_BYTES;
 
 // HIP's second launch bound means waves per execution unit, not CTAs per SM.
@@ -25,14 +31,24 @@ constexpr int PARTIAL_BYTES = MLA_PARTIAL_BYTES;
   __launch_bounds__(NUM_WARPS * 32, MlaCombineBlocksPerSm(NUM_WARPS * 32))
 #endif
 
-// A lane merges LC consecutive columns of a row: 4 (a quarter of the row per
-// 32-lane group, one 8-byte load per split) or 8 (a half, one 16-byte load).
-// Its LC values of a split, as stored, are W words.
+// A lane merges LC columns of a row, as CHUNKS vectors of VC consecutive
+// columns 32 * VC apart: 4 (a quarter of the row per 32-lane group, one
+// 8-byte load per split), 8 (a half, one 16-byte load) or 16 (the whole row,
+// two 16-byte loads, each a warp-wide contiguous 512 bytes). Its LC values of
+// a split, as stored, are W words, chunk by chunk.
 template <int LC>
 struct Lane {
+  static constexpr int VC = LC < 8 ? LC : 8;  // columns per vector load
+  static constexpr int CHUNKS = LC / VC;
   static constexpr int W = LC * PARTIAL_BYTES / 4;
+  static constexpr int VW = W / CHUNKS;                 // words per vector load
   static constexpr int PARTS = HEAD_DIM_V / (32 * LC);  // groups per row
-  static_assert(W == 2 || W == 4, "8- or 16-byte loads");
+  static_assert(VW == 2 || VW == 4, "8- or 16-byte loads");
+  static_assert(PARTS * 32 * LC == HEAD_DIM_V, "a row splits into whole parts");
+  // The column of this lane's chunk `j` of part `part`.
+  static MLA_INLINE int Column(int part, int lane, int j) {
+    return ((part * CHUNKS + j) * 32 + lane) * VC;
+  }
 };
 
 // A batch of a row's splits: their LSEs and this lane's columns of each.
@@ -57,17 +73,21 @@ MLA_INLINE void LoadSplits(SplitBatch<B, LC>& b, const float* lse, const float* 
     for (int w = 0; w < Lane<LC>::W; ++w) b.v[i][w] = 0;
     if (k < n) {
       b.l[i] = lse[k * BLOCK_M];
-      const u8* at = base + (e + k * SPLIT_STRIDE) * PARTIAL_BYTES;
-      if constexpr (Lane<LC>::W == 4) {
-        const uint4 v = *reinterpret_cast<const uint4*>(at);
-        b.v[i][0] = v.x;
-        b.v[i][1] = v.y;
-        b.v[i][2] = v.z;
-        b.v[i][3] = v.w;
-      } else {
-        const uint2 v = *reinterpret_cast<const uint2*>(at);
-        b.v[i][0] = v.x;
-        b.v[i][1] = v.y;
+#pragma unroll
+      for (int j = 0; j < Lane<LC>::CHUNKS; ++j) {
+        const u8* at = base + (e + k * SPLIT_STRIDE + j * 32 * Lane<LC>::VC) * PARTIAL_BYTES;
+        u32* to = &b.v[i][j * Lane<LC>::VW];
+        if constexpr (Lane<LC>::VW == 4) {
+          const uint4 v = *reinterpret_cast<const uint4*>(at);
+          to[0] = v.x;
+          to[1] = v.y;
+          to[2] = v.z;
+          to[3] = v.w;
+        } else {
+          const uint2 v = *reinterpret_cast<const uint2*>(at);
+          to[0] = v.x;
+          to[1] = v.y;
+        }
       }
     }
   }
@@ -93,7 +113,7 @@ MLA_INLINE void MergeSplits(const SplitBatch<B, LC>& b, float mx, float& wsum, f
 // merged over the item's splits by one 32-lane group.
 // Up to SPLIT_BATCH splits the LSEs load with the partials in one batch, all
 // loads in flight before any is used, so the unit costs one memory latency.
-// Beyond that (a long sequence of a skewed batch), batches of LONG_BATCH merge
+// Beyond that (a long sequence of a skewed batch), batches of LongBatch merge
 // online: a batch whose largest LSE exceeds the running one rescales what is
 // merged so far, so no pass over the LSEs comes first.
 template <int LC>
@@ -106,7 +126,7 @@ MLA_INLINE void MergeUnit(const MlaDecodeParams& p, const MlaCombineItem& item, 
   // record costs no round trip of its own.
   const bool row_valid = item.row_start + r < s.q_len * NUM_HEADS;
   const int n = item.num_splits;
-  const int col = (part * 32 + lane) * LC;
+  const int col = Lane<LC>::Column(part, lane, 0);
   const float* lse = p.partial_lse + static_cast<long long>(item.partial_start) * BLOCK_M + r;
   const long long e = (static_cast<long long>(item.partial_start) * BLOCK_M + r) * HEAD_DIM_V + col;
   float acc[LC];
@@ -123,12 +143,12 @@ MLA_INLINE void MergeUnit(const MlaDecodeParams& p, const MlaCombineItem& item, 
     if (mx != NegInf()) MergeSplits(b, mx, wsum, acc);
   } else {
     if (!row_valid) return;
-    for (int k0 = 0; k0 < n; k0 += LONG_BATCH) {
-      SplitBatch<LONG_BATCH, LC> b;
+    for (int k0 = 0; k0 < n; k0 += LongBatch<LC>()) {
+      SplitBatch<LongBatch<LC>(), LC> b;
       LoadSplits(b, lse, p.partial_o, e, k0, n);
       float bm = mx;
 #pragma unroll
-      for (int i = 0; i < LONG_BATCH; ++i) bm = fmaxf(bm, b.l[i]);
+      for (int i = 0; i < LongBatch<LC>(); ++i) bm = fmaxf(bm, b.l[i]);
       if (bm == NegInf()) continue;  // nothing seen yet
       if (bm > mx) {  // rescale what is merged so far (nothing, the first time)
         const float scale = mx == NegInf() ? 0.0f : expf(mx - bm);
@@ -146,10 +166,15 @@ MLA_INLINE void MergeUnit(const MlaDecodeParams& p, const MlaCombineItem& item, 
   u32 w[LC / 2];
 #pragma unroll
   for (int c = 0; c < LC / 2; ++c) w[c] = PackBf16x2(acc[2 * c] * inv, acc[2 * c + 1] * inv);
-  if constexpr (LC == 8) {
-    *reinterpret_cast<uint4*>(out) = make_uint4(w[0], w[1], w[2], w[3]);
-  } else {
-    *reinterpret_cast<uint2*>(out) = make_uint2(w[0], w[1]);
+#pragma unroll
+  for (int j = 0; j < Lane<LC>::CHUNKS; ++j) {
+    const u32* v = &w[j * Lane<LC>::VW];
+    u16* at = out + j * 32 * Lane<LC>::VC;
+    if constexpr (Lane<LC>::VW == 4) {
+      *reinterpret_cast<uint4*>(at) = make_uint4(v[0], v[1], v[2], v[3]);
+    } else {
+      *reinterpret_cast<uint2*>(at) = make_uint2(v[0], v[1]);
+    }
   }
   if (WRITE_LSE && part == 0 && lane == 0) {
     p.lse[qrow] = wsum > 0.0f ? mx + logf(wsum) : NegInf();
@@ -186,20 +211,23 @@ MLA_INLINE void CombineUnits(const MlaDecodeParams& p, int num_combine) {
   }
 }
 
-// Quarters of rows, one unit per group at most, while the groups outnumber
-// them; past that (each group would merge several units one after another,
-// each a memory latency), halves, 8 columns a lane, which halves the units
-// at the same bytes per load (tools/bench/RESULTS.md v20).
+// The narrowest unit (quarter, half or whole row) that gives each group one
+// unit at most: a group's units run one after another, each a memory round
+// trip, while a wider unit only puts more loads in flight in the same trip
+// (tools/bench/RESULTS.md v20, v56). Past a row per group, whole rows.
 // Reads the item count before the wait for the decode (CombineUnits).
 MLA_INLINE void CombineItems(const MlaDecodeParams& p) {
   const int num_combine =
       p.plan_counters != 0 ? p.plan_counters[MLA_PLAN_NUM_COMBINE] : p.num_combine;
-  const long long quarters = static_cast<long long>(num_combine) * BLOCK_M * 4;
-  if (quarters > static_cast<long long>(gridDim.x) * GROUPS_PER_BLOCK) {
+  const long long rows = static_cast<long long>(num_combine) * BLOCK_M;
+  const long long groups = static_cast<long long>(gridDim.x) * GROUPS_PER_BLOCK;
+  if (rows * 4 <= groups) {
+    CombineUnits<4>(p, num_combine);
+  } else if (rows * 2 <= groups) {
     CombineUnits<8>(p, num_combine);
-    return;
+  } else {
+    CombineUnits<16>(p, num_combine);
   }
-  CombineUnits<4>(p, num_combine);
 }
 
 // amax |q| over the whole tensor into *q_amax (zeroed by the host beforehand).

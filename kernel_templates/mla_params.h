@@ -124,8 +124,8 @@ enum MlaPlanError {
 #define MLA_PARTIAL_BYTES 2
 
 // The merge kernel runs one 32-lane group per (combine item, row, quarter of
-// the 512 output columns), or per half where that would leave each
-// group several quarters (mla_combine.cuh); the host sizes its grid for
+// the 512 output columns), or per half or whole row where that would leave
+// each group several quarters (mla_combine.cuh); the host sizes its grid for
 // quarters, at most one wave.
 #define MLA_COMBINE_GROUPS_PER_ROW 4
 
