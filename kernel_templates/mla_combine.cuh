@@ -213,8 +213,10 @@ MLA_INLINE void CombineUnits(const MlaDecodeParams& p, int num_combine) {
 
 // The narrowest unit (quarter, half or whole row) that gives each group one
 // unit at most: a group's units run one after another, each a memory round
-// trip, while a wider unit only puts more loads in flight in the same trip
-// (tools/bench/RESULTS.md v20, v56). Past a row per group, whole rows.
+// trip, while a wider unit puts more loads in flight in the same trip.
+// Past a row per group, halves, several a group: whole rows there measured
+// slower (tools/bench/RESULTS.md v20, v56), the merge being bound by each
+// warp's chain of instructions as much as by its round trips.
 // Reads the item count before the wait for the decode (CombineUnits).
 MLA_INLINE void CombineItems(const MlaDecodeParams& p) {
   const int num_combine =
@@ -223,10 +225,10 @@ MLA_INLINE void CombineItems(const MlaDecodeParams& p) {
   const long long groups = static_cast<long long>(gridDim.x) * GROUPS_PER_BLOCK;
   if (rows * 4 <= groups) {
     CombineUnits<4>(p, num_combine);
-  } else if (rows * 2 <= groups) {
-    CombineUnits<8>(p, num_combine);
-  } else {
+  } else if (rows * 2 > groups && rows <= groups) {
     CombineUnits<16>(p, num_combine);
+  } else {
+    CombineUnits<8>(p, num_combine);
   }
 }
 

@@ -125,13 +125,14 @@ TEST_F(GpuDecodeTest, SixtyFourRowTiles) {
 }
 
 TEST_F(GpuDecodeTest, MergeUnitsOfEveryWidth) {
-  // The merge gives each 32-lane group a quarter of a split row where the
-  // quarters fit one a group, else halves, one or several a group
-  // (mla_combine.cuh). 64-row items of 16 heads by 4 queries, most of them
-  // split: on 132 SMs batches of 4 sequences reach quarters, 12 one half a
-  // group, 24 and 40 several; the skewed batch's long sequence merges more
-  // than 8 splits a row, batch by batch, beside many short ones. Both the
-  // 8-warp (bf16 KV) and the 12-warp (fp8) merge.
+  // The merge gives each 32-lane group a quarter, a half or a whole row of a
+  // split sequence, the narrowest that fits one a group, and halves, several
+  // a group, beyond that (mla_combine.cuh). 64-row items of 16 heads by 4
+  // queries, most of them split: on 132 SMs batches of 4 sequences reach
+  // quarters, 12 one half a group, 24 whole rows and 40 several halves; the
+  // skewed batch's long sequence merges more than 8 splits a row, batch by
+  // batch, beside many short ones. Both the 8-warp (bf16 KV) and the
+  // 12-warp (fp8) merge.
   for (KvFormat f : {KvFormat::kBf16, KvFormat::kFp8E4m3}) {
     for (int batch : {4, 12, 24, 40}) {
       ExpectMatches(WithShape(f, QMode::kBf16, Shape{16, 4, 3000, batch, 0}));
