@@ -92,13 +92,30 @@ MLA_INLINE void LoadSplits(SplitBatch<B, LC>& b, const float* lse, const float* 
     }
   }
 }
-// Adds the batch with weights exp(lse - mx); a split that saw nothing for this
-// row has lse -inf and weight 0.
+// e^(l - mx) for l <= mx, mx finite, as one 2^x: no special cases to branch
+// over (l = -inf gives 0), where expf spends a branch and its range
+// reduction on each split of the merge's dependent chain (RESULTS.md v56).
+// ex2.approx's relative error (2^-22) is far inside the output's bar.
+MLA_INLINE float MergeWeight(float l, float mx_log2) {
+  constexpr float LOG2E = 1.4426950408889634f;
+  const float x = fmaf(l, LOG2E, -mx_log2);
+#if MLA_HIP
+  return exp2f(x);
+#else
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+#endif
+}
+
+// Adds the batch with weights exp(lse - mx), mx finite; a split that saw
+// nothing for this row has lse -inf and weight 0.
 template <int B, int LC>
 MLA_INLINE void MergeSplits(const SplitBatch<B, LC>& b, float mx, float& wsum, float (&acc)[LC]) {
+  const float mx_log2 = mx * 1.4426950408889634f;
 #pragma unroll
   for (int i = 0; i < B; ++i) {
-    const float w = b.l[i] == NegInf() ? 0.0f : expf(b.l[i] - mx);
+    const float w = MergeWeight(b.l[i], mx_log2);
     wsum += w;
 #pragma unroll
     for (int c = 0; c < LC; ++c) {
