@@ -228,24 +228,36 @@ MLA_INLINE void CombineUnits(const MlaDecodeParams& p, int num_combine) {
   }
 }
 
-// The narrowest unit (quarter, half or whole row) that gives each group one
-// unit at most: a group's units run one after another, each a memory round
-// trip, while a wider unit puts more loads in flight in the same trip.
-// Past a row per group, halves, several a group: whole rows there measured
-// slower (tools/bench/RESULTS.md v20, v56), the merge being bound by each
-// warp's chain of instructions as much as by its round trips.
-// Reads the item count before the wait for the decode (CombineUnits).
+// The combine items' count: the plan's, or the device planner's (read before
+// the wait for the decode, like the first unit's record in CombineUnits).
+MLA_INLINE int NumCombine(const MlaDecodeParams& p) {
+  return p.plan_counters != 0 ? p.plan_counters[MLA_PLAN_NUM_COMBINE] : p.num_combine;
+}
+
+// The merge at the width the host chose (MlaCombineLaneColumns): a kernel
+// holds this one path's code. The merge runs once a call, right after the
+// decode, whose code has evicted its instructions, so every SM fetches them
+// again; code it branches over still costs (RESULTS.md v57).
+template <int LC>
+MLA_INLINE void CombineItemsOfWidth(const MlaDecodeParams& p) {
+  CombineUnits<LC>(p, NumCombine(p));
+}
+
+// The merge at the width that the item count gives, chosen in the kernel:
+// for device-planned calls, whose count the host does not know.
 MLA_INLINE void CombineItems(const MlaDecodeParams& p) {
-  const int num_combine =
-      p.plan_counters != 0 ? p.plan_counters[MLA_PLAN_NUM_COMBINE] : p.num_combine;
+  const int num_combine = NumCombine(p);
   const long long rows = static_cast<long long>(num_combine) * BLOCK_M;
   const long long groups = static_cast<long long>(gridDim.x) * GROUPS_PER_BLOCK;
-  if (rows * 4 <= groups) {
-    CombineUnits<4>(p, num_combine);
-  } else if (rows * 2 > groups && rows <= groups) {
-    CombineUnits<16>(p, num_combine);
-  } else {
-    CombineUnits<8>(p, num_combine);
+  switch (MlaCombineLaneColumns(rows, groups)) {
+    case 4:
+      CombineUnits<4>(p, num_combine);
+      break;
+    case 16:
+      CombineUnits<16>(p, num_combine);
+      break;
+    default:
+      CombineUnits<8>(p, num_combine);
   }
 }
 

@@ -129,6 +129,19 @@ enum MlaPlanError {
 // quarters, at most one wave.
 #define MLA_COMBINE_GROUPS_PER_ROW 4
 
+// Columns a lane of the merge takes, for `rows` rows to merge (combine items
+// times block_m) over `groups` 32-lane groups: the narrowest unit that leaves
+// each group one unit at most, a quarter (4), a half (8) or the whole row
+// (16); past a row a group, halves. A group's units run one after another,
+// each a memory round trip, while a wider unit puts more loads in flight in
+// the same trip; past a row a group, whole rows measured slower than halves
+// (tools/bench/RESULTS.md v20, v56). The host picks the merge kernel of this
+// width; the device-planned merge, whose count only the device knows, picks
+// it in the kernel.
+MLA_HOST_DEVICE constexpr int MlaCombineLaneColumns(long long rows, long long groups) {
+  return rows * 4 <= groups ? 4 : (rows * 2 > groups && rows <= groups) ? 16 : 8;
+}
+
 // CTAs of `threads` threads per SM of the merge kernel: its launch bounds hold
 // it to the registers of 512 resident threads per SM (128 each, room for a
 // batch of 16 splits' loads in flight without spilling), and the host

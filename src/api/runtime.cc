@@ -149,12 +149,21 @@ absl::StatusOr<const LoadedKernel*> Runtime::GetKernel(const jit::KernelSpec& sp
   if (!decode.ok()) return fail(decode.status());
   auto combine = backend_->GetFunction(k->module, "mla_combine_kernel");
   if (!combine.ok()) return fail(combine.status());
+  auto combine_w4 = backend_->GetFunction(k->module, "mla_combine_kernel_w4");
+  if (!combine_w4.ok()) return fail(combine_w4.status());
+  auto combine_w8 = backend_->GetFunction(k->module, "mla_combine_kernel_w8");
+  if (!combine_w8.ok()) return fail(combine_w8.status());
+  auto combine_w16 = backend_->GetFunction(k->module, "mla_combine_kernel_w16");
+  if (!combine_w16.ok()) return fail(combine_w16.status());
   auto amax = backend_->GetFunction(k->module, "mla_q_amax_kernel");
   if (!amax.ok()) return fail(amax.status());
   auto planner = backend_->GetFunction(k->module, "mla_plan_kernel");
   if (!planner.ok()) return fail(planner.status());
   k->decode = *decode;
   k->combine = *combine;
+  k->combine_w4 = *combine_w4;
+  k->combine_w8 = *combine_w8;
+  k->combine_w16 = *combine_w16;
   k->q_amax = *amax;
   k->planner = *planner;
   if (smem_bytes > props_.max_shared_memory_per_block_optin) {
@@ -501,7 +510,24 @@ absl::Status Plan::Decode(const mlajit_decode_args_t* a, void* stream) const {
         runtime_->properties().sm_count * static_cast<long long>(MlaCombineBlocksPerSm(threads))));
     combine.block_x = threads;
     combine.programmatic_dependent = runtime_->programmatic_dependent_launch();
-    MLAJIT_RETURN_IF_ERROR(b->Launch(device, kernel_->combine, combine, params, stream));
+    // A host-built plan's count is the real one, so the host picks the merge
+    // of the width the kernel would pick (MlaCombineLaneColumns); a
+    // device-planned one's is a capacity, so that merge picks it itself.
+    gpu::FunctionHandle merge = kernel_->combine;
+    if (!device_planned()) {
+      switch (MlaCombineLaneColumns(static_cast<long long>(p.num_combine) * kernel_->spec.block_m,
+                                    static_cast<long long>(combine.grid_x) * per_block)) {
+        case 4:
+          merge = kernel_->combine_w4;
+          break;
+        case 16:
+          merge = kernel_->combine_w16;
+          break;
+        default:
+          merge = kernel_->combine_w8;
+      }
+    }
+    MLAJIT_RETURN_IF_ERROR(b->Launch(device, merge, combine, params, stream));
   }
   return absl::OkStatus();
 }

@@ -37,6 +37,9 @@ struct LoadedKernel {
   jit::KernelSpec spec;
   gpu::ModuleHandle module = 0;
   gpu::FunctionHandle decode = 0, combine = 0, q_amax = 0, planner = 0;
+  // The merge at one lane width each (4, 8, 16 columns), for host-built plans;
+  // `combine` picks the width itself (device-planned calls).
+  gpu::FunctionHandle combine_w4 = 0, combine_w8 = 0, combine_w16 = 0;
   int threads = 256;
   int smem_bytes = 0;
   // The decode kernel copies fp8 tiles with tensor maps the host encodes per
