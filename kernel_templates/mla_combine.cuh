@@ -234,10 +234,10 @@ MLA_INLINE int NumCombine(const MlaDecodeParams& p) {
   return p.plan_counters != 0 ? p.plan_counters[MLA_PLAN_NUM_COMBINE] : p.num_combine;
 }
 
-// The merge at the width the host chose (MlaCombineLaneColumns): a kernel
-// holds this one path's code. The merge runs once a call, right after the
-// decode, whose code has evicted its instructions, so every SM fetches them
-// again; code it branches over still costs (RESULTS.md v57).
+// The merge at the width the host chose (MlaCombineLaneColumns), a kernel
+// holding only this path's code: the merge's calls measured faster the
+// smaller its kernel, whichever path ran (RESULTS.md v57; it runs once a
+// call, cold, right after the decode).
 template <int LC>
 MLA_INLINE void CombineItemsOfWidth(const MlaDecodeParams& p) {
   CombineUnits<LC>(p, NumCombine(p));
