@@ -58,6 +58,10 @@ NCU_KERNELS = {"decode": "mla_decode_kernel", "merge": "mla_combine_kernel"}
 NCU_SECTIONS = ("SpeedOfLight", "MemoryWorkloadAnalysis", "Occupancy", "WarpStateStats",
                 "SchedulerStats", "LaunchStats")
 NCU_LAUNCH_SKIP = "50"  # a launch of the timed calls, past the first call's compile
+# Every stall reason, as warps stalled per issued instruction: the sections
+# name only the top one, and "no_instruction" (fetch, instruction-cache
+# misses) is what tells a cold kernel's code from its data (RESULTS.md v57).
+NCU_STALLS = r"regex:^smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio$"
 
 
 class SpecError(ValueError):
@@ -180,7 +184,7 @@ def plan_stage(index, spec, args):
         stage.add([os.environ.get("NCU", "ncu"), "--clock-control", "none", "--cache-control",
                    "none", "--kernel-name",
                    "regex:" + NCU_KERNELS[which], "--launch-skip", NCU_LAUNCH_SKIP,
-                   "--launch-count", "1"] + sections
+                   "--launch-count", "1"] + sections + ["--metrics", NCU_STALLS]
                   + [bench, "--case", case, "--no-check", "--runs", "100"])
     else:
         raise SpecError(f"stage '{spec}': unknown stage '{kind}' (build, tests, standing, "

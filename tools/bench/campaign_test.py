@@ -52,6 +52,8 @@ class PlanTest(unittest.TestCase):
         self.assertRegex(lines[0], r"^\[ncu\] ncu --clock-control none --cache-control none --kernel-name "
                                    r"regex:mla_combine_kernel --launch-skip 50 --launch-count 1 ")
         self.assertIn("--section MemoryWorkloadAnalysis", lines[0])
+        self.assertIn("--metrics 'regex:^smsp__average_warps_issue_stalled_.*_per_issue_active\\.ratio$'",
+                      lines[0])
         self.assertIn("/b/tools/bench/mlajit_bench --case 4,4,8192,32,bf16 --no-check", lines[0])
         _, lines = dry_run("ncu:32,4,1024,16@decode")
         self.assertIn("regex:mla_decode_kernel ", lines[0])
