@@ -147,8 +147,11 @@ MLAJIT_API void mlajit_cache_close(mlajit_cache_t cache);
 /* {"cache_dir":..., "entries":[{"key","template","arch","spec",{...},"compiler",
  *  "library_version","compile_ms","path","bytes","last_use_unix_s","valid","problem"}]} */
 MLAJIT_API mlajit_status_t mlajit_cache_list_json(mlajit_cache_t cache, char** json);
-/* One entry (key_hex: 32 hex digits) with its key fields; NOT_FOUND when absent,
- * DATA_LOSS when its file is invalid. */
+/* One entry (key_hex: 32 hex digits) with its key fields and the functions
+ * its binary defines, kernels and the device functions they call
+ * ("functions":[{"name","code_bytes"}], or "functions_error" when the binary's
+ * symbol table cannot be read); NOT_FOUND when absent, DATA_LOSS when its file
+ * is invalid. */
 MLAJIT_API mlajit_status_t mlajit_cache_show_json(mlajit_cache_t cache, const char* key_hex,
                                                   char** json);
 /* Checks every entry file (checksums, format, key). *num_bad: entries that are

@@ -18,6 +18,7 @@
 #include "src/base/log.h"
 #include "src/base/status_macros.h"
 #include "src/cache/bundle.h"
+#include "src/cache/elf_functions.h"
 #include "src/cache/fs_util.h"
 #include "src/cache/kernel_cache.h"
 #include "src/cache/pins.h"
@@ -134,10 +135,26 @@ absl::Status Show(mlajit_cache* c, const char* key_hex, char** json) {
     fields.push_back(absl::StrCat("{\"name\":", JsonQuote(f.name), ",\"value\":", JsonQuote(f.value_preview),
                                   ",\"hash\":", JsonQuote(f.value_hash), "}"));
   }
+  // The binary's functions (kernels and the device functions they call) with
+  // their code sizes; an entry whose binary's symbols cannot be read still
+  // shows, with the reason.
+  std::string functions;
+  if (absl::StatusOr<std::vector<cache::ElfFunction>> fns = cache::ListElfFunctions(e->payload);
+      fns.ok()) {
+    std::vector<std::string> items;
+    for (const cache::ElfFunction& f : *fns) {
+      items.push_back(
+          absl::StrCat("{\"name\":", JsonQuote(f.name), ",\"code_bytes\":", f.code_bytes, "}"));
+    }
+    functions = absl::StrCat(",\"functions\":[", absl::StrJoin(items, ","), "]");
+  } else {
+    functions = absl::StrCat(",\"functions_error\":", JsonQuote(fns.status().message()));
+  }
   return Emit(absl::StrCat("{\"key\":", JsonQuote(e->key.Hex()), ",", MetadataJson(e->metadata),
-                           ",\"path\":", JsonQuote(e->path), ",\"source\":", JsonQuote(SourceName(e->source)),
-                           ",\"payload_bytes\":", e->payload.size(),
-                           ",\"entry_point\":", JsonQuote(absl::StrCat(e->metadata.template_name, "_kernel")),
+                           ",\"path\":", JsonQuote(e->path),
+                           ",\"source\":", JsonQuote(SourceName(e->source)),
+                           ",\"payload_bytes\":", e->payload.size(), ",\"entry_point\":",
+                           JsonQuote(absl::StrCat(e->metadata.template_name, "_kernel")), functions,
                            ",\"fields\":[", absl::StrJoin(fields, ","), "]}"),
               json);
 }

@@ -102,6 +102,20 @@ class KernelCompiler {
                             const WarmProgressFn& progress, WarmSummary* summary = nullptr);
 
   static std::string EntryPoint(const KernelSpec& spec) { return spec.template_name + "_kernel"; }
+  // The merge kernel of `lane_columns` (4, 8 or 16) columns a lane, for
+  // host-built plans, or (0) the one that picks the width itself
+  // (kernel_templates/mla_decode.cu.in).
+  static std::string MergeEntryPoint(int lane_columns) {
+    return lane_columns == 0 ? "mla_combine_kernel"
+                             : "mla_combine_kernel_w" + std::to_string(lane_columns);
+  }
+  static std::string QAmaxEntryPoint() { return "mla_q_amax_kernel"; }
+  static std::string PlanEntryPoint() { return "mla_plan_kernel"; }
+  // Every kernel the runtime loads from a module of `spec`.
+  static std::vector<std::string> ModuleEntryPoints(const KernelSpec& spec) {
+    return {EntryPoint(spec),    MergeEntryPoint(0), MergeEntryPoint(4), MergeEntryPoint(8),
+            MergeEntryPoint(16), QAmaxEntryPoint(),  PlanEntryPoint()};
+  }
 
   // Whether kernels prepared now stamp a timeline (MLAJIT_TIMELINE=N, N >= 1:
   // kernel_templates/mla_timeline.cuh), which their merge kernel prints, so

@@ -248,6 +248,15 @@ TEST_F(JitcacheCli, WarmInspectCorruptRepairPruneClear) {
   JsonValue shown = Json(r);
   EXPECT_EQ(shown["key"].str(), keys[1]);
   EXPECT_EQ(shown["spec"]["template_name"].str(), "probe");
+  // The functions of the binary, read from its symbol table, with their code.
+  EXPECT_FALSE(shown.has("functions_error")) << shown["functions_error"].str();
+  bool listed = false;
+  for (const JsonValue& f : shown["functions"].items()) {
+    if (f["name"].str() == "probe_kernel") listed = f["code_bytes"].integer() > 0;
+  }
+  EXPECT_TRUE(listed) << r.out;
+  r = RunCache("show " + keys[1]);
+  EXPECT_THAT(r.out, HasSubstr("functions (bytes of code):\n  probe_kernel "));
 
   r = RunCache("verify");
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;

@@ -136,6 +136,15 @@ int Show(mlajit_cache_t cache, const ParsedArgs& a) {
   std::printf("library version  %s\n", e["library_version"].str().c_str());
   std::printf("compile time     %.0f ms\n", e["compile_ms"].number());
   std::printf("binary           %s\n", FormatBytes(e["payload_bytes"].integer()).c_str());
+  if (e.has("functions_error")) {
+    std::printf("functions        unreadable: %s\n", e["functions_error"].str().c_str());
+  } else {
+    std::printf("functions (bytes of code):\n");
+    for (const JsonValue& f : e["functions"].items()) {
+      std::printf("  %-48s %9lld\n", f["name"].str().c_str(),
+                  static_cast<long long>(f["code_bytes"].integer()));
+    }
+  }
   std::printf("key fields:\n");
   for (const JsonValue& f : e["fields"].items()) {
     std::printf("  %-32s %s  %s\n", f["name"].str().c_str(), f["hash"].str().c_str(),
