@@ -400,6 +400,36 @@ TEST_F(DevicePlanTest, CapturedStepReplaysWithChangingLayouts) {
   mlajit_plan_free(plan);
 }
 
+// Device-planned calls merge with the kernel that picks its lane width on the
+// device (a host-built plan launches the kernel of the width the host picks).
+// The batches of GpuDecodeTest.MergeUnitsOfEveryWidth: 64-row items of 16
+// heads by 4 queries whose merges take quarters (4 sequences), one half a
+// group (12), whole rows (24) and several halves a group (40), and a skewed
+// batch whose long sequence merges more than 8 splits a row; the 8-warp
+// (bf16 KV) and 12-warp (fp8) merges.
+TEST_F(DevicePlanTest, MergesOfEveryWidthMatchTheReference) {
+  for (KvFormat f : {KvFormat::kBf16, KvFormat::kFp8E4m3}) {
+    for (int batch : {4, 12, 24, 40, 0}) {
+      BatchConfig c;
+      c.num_heads = 16;
+      c.q_len = 4;
+      c.kv_format = f;
+      c.batch_size = batch > 0 ? batch : 40;
+      c.kv_len = batch > 0 ? 3000 : 60000;
+      c.lengths = batch > 0 ? LengthDistribution::kUniform : LengthDistribution::kSkewed;
+      c.seed = FreshSeed();
+      SCOPED_TRACE(absl::StrCat("batch=", c.batch_size, " kv=", std::string(KvFormatName(f)),
+                                " kv_len=", c.kv_len, " seed=", c.seed));
+      Batch b = reference::GenerateBatch(c);
+      Outputs dev;
+      std::string described;
+      DecodeWithDevicePlan(c, b, /*kv_len_hint=*/0, &dev, &described);
+      if (HasFatalFailure()) return;
+      ExpectMatchesReference(b, dev, "device plan");
+    }
+  }
+}
+
 TEST_F(DevicePlanTest, RejectedLayoutLeavesAnEmptyScheduleAndAnError) {
   BatchConfig c;
   c.batch_size = 4;
