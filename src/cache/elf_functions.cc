@@ -9,6 +9,7 @@ namespace mlajit::cache {
 namespace {
 
 // ELF64 constants (the System V gABI).
+constexpr absl::string_view kMagic("\177ELF", 4);  // 0x7f "ELF"
 constexpr size_t kHeaderBytes = 64;
 constexpr size_t kSectionHeaderBytes = 64;
 constexpr size_t kSymbolBytes = 24;
@@ -37,15 +38,13 @@ absl::Status Malformed(absl::string_view what) {
 }  // namespace
 
 absl::StatusOr<std::vector<ElfFunction>> ListElfFunctions(absl::string_view image) {
-  if (image.size() < kHeaderBytes || image.substr(0, 4) !=
-                                         "\x7f"
-                                         "ELF") {
+  if (image.size() < kHeaderBytes || image.substr(0, 4) != kMagic) {
     return Malformed(
         absl::StrCat("size ", image.size(), ", no ELF magic: expected an ELF code object"));
   }
   if (image[4] != 2 || image[5] != 1) {
-    return Malformed(absl::StrCat("class ", static_cast<int>(image[4]), ", data ",
-                                  static_cast<int>(image[5]),
+    return Malformed(absl::StrCat("class ", static_cast<int>(static_cast<unsigned char>(image[4])),
+                                  ", data ", static_cast<int>(static_cast<unsigned char>(image[5])),
                                   ": expected 2 (ELF64) and 1 (little-endian)"));
   }
   const uint64_t shoff = Load<uint64_t>(image, 0x28);
