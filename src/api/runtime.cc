@@ -5,8 +5,11 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <optional>
+#include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -145,27 +148,17 @@ absl::StatusOr<const LoadedKernel*> Runtime::GetKernel(const jit::KernelSpec& sp
     (void)backend_->UnloadModule(device_, k->module);
     return s;
   };
-  auto decode = backend_->GetFunction(k->module, jit::KernelCompiler::EntryPoint(spec));
-  if (!decode.ok()) return fail(decode.status());
-  auto combine = backend_->GetFunction(k->module, jit::KernelCompiler::MergeEntryPoint(0));
-  if (!combine.ok()) return fail(combine.status());
-  auto combine_w4 = backend_->GetFunction(k->module, jit::KernelCompiler::MergeEntryPoint(4));
-  if (!combine_w4.ok()) return fail(combine_w4.status());
-  auto combine_w8 = backend_->GetFunction(k->module, jit::KernelCompiler::MergeEntryPoint(8));
-  if (!combine_w8.ok()) return fail(combine_w8.status());
-  auto combine_w16 = backend_->GetFunction(k->module, jit::KernelCompiler::MergeEntryPoint(16));
-  if (!combine_w16.ok()) return fail(combine_w16.status());
-  auto amax = backend_->GetFunction(k->module, jit::KernelCompiler::QAmaxEntryPoint());
-  if (!amax.ok()) return fail(amax.status());
-  auto planner = backend_->GetFunction(k->module, jit::KernelCompiler::PlanEntryPoint());
-  if (!planner.ok()) return fail(planner.status());
-  k->decode = *decode;
-  k->combine = *combine;
-  k->combine_w4 = *combine_w4;
-  k->combine_w8 = *combine_w8;
-  k->combine_w16 = *combine_w16;
-  k->q_amax = *amax;
-  k->planner = *planner;
+  // Every kernel of the module, in KernelCompiler::ModuleEntryPoints' order.
+  gpu::FunctionHandle* const handles[] = {&k->decode,     &k->combine,     &k->combine_w4,
+                                          &k->combine_w8, &k->combine_w16, &k->q_amax,
+                                          &k->planner};
+  const auto names = jit::KernelCompiler::ModuleEntryPoints(spec);
+  static_assert(std::tuple_size_v<decltype(names)> == std::size(handles));
+  for (size_t i = 0; i < names.size(); ++i) {
+    auto f = backend_->GetFunction(k->module, names[i]);
+    if (!f.ok()) return fail(f.status());
+    *handles[i] = *f;
+  }
   if (smem_bytes > props_.max_shared_memory_per_block_optin) {
     return fail(absl::UnimplementedError(absl::StrCat(
         jit::SpecName(spec), " needs ", smem_bytes, " bytes of shared memory; ", props_.name,
@@ -513,20 +506,11 @@ absl::Status Plan::Decode(const mlajit_decode_args_t* a, void* stream) const {
     // A host-built plan's count is the real one, so the host picks the merge
     // of the width the kernel would pick (MlaCombineLaneColumns); a
     // device-planned one's is a capacity, so that merge picks it itself.
-    gpu::FunctionHandle merge = kernel_->combine;
-    if (!device_planned()) {
-      switch (MlaCombineLaneColumns(static_cast<long long>(p.num_combine) * kernel_->spec.block_m,
-                                    static_cast<long long>(combine.grid_x) * per_block)) {
-        case 4:
-          merge = kernel_->combine_w4;
-          break;
-        case 16:
-          merge = kernel_->combine_w16;
-          break;
-        default:
-          merge = kernel_->combine_w8;
-      }
-    }
+    const gpu::FunctionHandle merge =
+        device_planned() ? kernel_->combine
+                         : kernel_->MergeOfWidth(MlaCombineLaneColumns(
+                               static_cast<long long>(p.num_combine) * kernel_->spec.block_m,
+                               static_cast<long long>(combine.grid_x) * per_block));
     MLAJIT_RETURN_IF_ERROR(b->Launch(device, merge, combine, params, stream));
   }
   return absl::OkStatus();

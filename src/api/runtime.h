@@ -40,6 +40,9 @@ struct LoadedKernel {
   // The merge at one lane width each (4, 8, 16 columns), for host-built plans;
   // `combine` picks the width itself (device-planned calls).
   gpu::FunctionHandle combine_w4 = 0, combine_w8 = 0, combine_w16 = 0;
+  gpu::FunctionHandle MergeOfWidth(int lane_columns) const {
+    return lane_columns == 4 ? combine_w4 : lane_columns == 16 ? combine_w16 : combine_w8;
+  }
   int threads = 256;
   int smem_bytes = 0;
   // The decode kernel copies fp8 tiles with tensor maps the host encodes per

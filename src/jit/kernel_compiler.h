@@ -19,6 +19,7 @@
 #ifndef MLAJIT_SRC_JIT_KERNEL_COMPILER_H_
 #define MLAJIT_SRC_JIT_KERNEL_COMPILER_H_
 
+#include <array>
 #include <functional>
 #include <memory>
 #include <string>
@@ -111,8 +112,10 @@ class KernelCompiler {
   }
   static std::string QAmaxEntryPoint() { return "mla_q_amax_kernel"; }
   static std::string PlanEntryPoint() { return "mla_plan_kernel"; }
-  // Every kernel the runtime loads from a module of `spec`.
-  static std::vector<std::string> ModuleEntryPoints(const KernelSpec& spec) {
+  // Every kernel the runtime loads from a module of `spec`, in this order:
+  // the decode, the merges (picking, then of widths 4, 8, 16), the Q amax
+  // and the device planner.
+  static std::array<std::string, 7> ModuleEntryPoints(const KernelSpec& spec) {
     return {EntryPoint(spec),    MergeEntryPoint(0), MergeEntryPoint(4), MergeEntryPoint(8),
             MergeEntryPoint(16), QAmaxEntryPoint(),  PlanEntryPoint()};
   }
