@@ -13,12 +13,11 @@ namespace mla_combine {
 
 constexpr int NUM_THREADS = NUM_WARPS * 32;
 constexpr int GROUPS_PER_BLOCK = NUM_THREADS / 32;  // 32-lane groups
-constexpr int SPLIT_BATCH = 8;  // splits whose loads are in flight together
-// The same beyond SPLIT_BATCH splits: 16, or 8 for whole rows, whose lanes
-// hold twice the columns (the registers of 16 would spill under the launch
-// bounds).
+// Splits whose loads are in flight together: 16, or 8 for whole rows, whose
+// lanes hold twice the columns (the registers of 16 would spill under the
+// launch bounds).
 template <int LC>
-MLA_HOST_DEVICE constexpr int LongBatch() {
+MLA_HOST_DEVICE constexpr int MergeBatch() {
   return LC == 16 ? 8 : 16;
 }
 constexpr int PARTIAL_BYTES = MLA_PARTIAL_BYTES;
@@ -127,19 +126,21 @@ MLA_INLINE void MergeSplits(const SplitBatch<B, LC>& b, float mx, float& wsum, f
 }
 
 // One unit of a combine item: row r, the LC * 32 columns of part `part`,
-// merged over the item's splits by one 32-lane group.
-// Up to SPLIT_BATCH splits the LSEs load with the partials in one batch, all
-// loads in flight before any is used, so the unit costs one memory latency.
-// Beyond that (a long sequence of a skewed batch), batches of LongBatch merge
-// online: a batch whose largest LSE exceeds the running one rescales what is
-// merged so far, so no pass over the LSEs comes first.
+// merged over the item's splits by one 32-lane group, in batches of
+// MergeBatch splits: a batch's LSEs load with its partials, all in flight
+// before any is used, so a unit of up to MergeBatch splits costs one memory
+// latency. Batches merge online: one whose largest LSE exceeds the running
+// one rescales what is merged so far, so no pass over the LSEs comes first.
+// A single path (no separate one for short units) keeps the merge kernels
+// small: the calls measured slower the more code their merge kernel held,
+// executed or not (RESULTS.md v57, v58).
 template <int LC>
 MLA_INLINE void MergeUnit(const MlaDecodeParams& p, const MlaCombineItem& item, int r, int part) {
   const int lane = threadIdx.x & 31;
   const MlaSeqInfo s = p.seqs[item.seq];  // in flight with the first batch below
   // Rows past the sequence's end are skipped (uniform across the group).
   // Their partial rows lie inside the allocation (a slot holds a whole tile),
-  // so the first batch may load before the test, values unused, and the seq
+  // so the first batch loads before the test, values unused, and the seq
   // record costs no round trip of its own.
   const bool row_valid = item.row_start + r < s.q_len * NUM_HEADS;
   const int n = item.num_splits;
@@ -151,31 +152,22 @@ MLA_INLINE void MergeUnit(const MlaDecodeParams& p, const MlaCombineItem& item, 
   for (int c = 0; c < LC; ++c) acc[c] = 0.0f;
   float wsum = 0.0f;
   float mx = NegInf();
-  if (n <= SPLIT_BATCH) {
-    SplitBatch<SPLIT_BATCH, LC> b;
-    LoadSplits(b, lse, p.partial_o, e, 0, n);
+  for (int k0 = 0; k0 < n; k0 += MergeBatch<LC>()) {
+    SplitBatch<MergeBatch<LC>(), LC> b;
+    LoadSplits(b, lse, p.partial_o, e, k0, n);
     if (!row_valid) return;
+    float bm = mx;
 #pragma unroll
-    for (int i = 0; i < SPLIT_BATCH; ++i) mx = fmaxf(mx, b.l[i]);
-    if (mx != NegInf()) MergeSplits(b, mx, wsum, acc);
-  } else {
-    if (!row_valid) return;
-    for (int k0 = 0; k0 < n; k0 += LongBatch<LC>()) {
-      SplitBatch<LongBatch<LC>(), LC> b;
-      LoadSplits(b, lse, p.partial_o, e, k0, n);
-      float bm = mx;
+    for (int i = 0; i < MergeBatch<LC>(); ++i) bm = fmaxf(bm, b.l[i]);
+    if (bm == NegInf()) continue;  // nothing seen yet
+    if (bm > mx) {                 // rescale what is merged so far (nothing, the first time)
+      const float scale = MergeWeight(mx, bm * 1.4426950408889634f);  // e^(mx - bm), 0 for -inf
+      wsum *= scale;
 #pragma unroll
-      for (int i = 0; i < LongBatch<LC>(); ++i) bm = fmaxf(bm, b.l[i]);
-      if (bm == NegInf()) continue;  // nothing seen yet
-      if (bm > mx) {  // rescale what is merged so far (nothing, the first time)
-        const float scale = mx == NegInf() ? 0.0f : expf(mx - bm);
-        wsum *= scale;
-#pragma unroll
-        for (int c = 0; c < LC; ++c) acc[c] *= scale;
-        mx = bm;
-      }
-      MergeSplits(b, mx, wsum, acc);
+      for (int c = 0; c < LC; ++c) acc[c] *= scale;
+      mx = bm;
     }
+    MergeSplits(b, mx, wsum, acc);
   }
   const float inv = wsum > 0.0f ? MlaPartialScale(p) / wsum : 0.0f;
   const long long qrow = static_cast<long long>(s.qo_start) * NUM_HEADS + item.row_start + r;

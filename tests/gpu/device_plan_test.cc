@@ -405,8 +405,8 @@ TEST_F(DevicePlanTest, CapturedStepReplaysWithChangingLayouts) {
 // The batches of GpuDecodeTest.MergeUnitsOfEveryWidth: 64-row items of 16
 // heads by 4 queries whose merges take quarters (4 sequences), one half a
 // group (12), whole rows (24) and several halves a group (40), and a skewed
-// batch whose long sequence merges more than 8 splits a row; the 8-warp
-// (bf16 KV) and 12-warp (fp8) merges.
+// batch whose long sequence merges more splits a row than one batch of
+// loads holds (MergeBatch); the 8-warp (bf16 KV) and 12-warp (fp8) merges.
 TEST_F(DevicePlanTest, MergesOfEveryWidthMatchTheReference) {
   for (KvFormat f : {KvFormat::kBf16, KvFormat::kFp8E4m3}) {
     for (int batch : {4, 12, 24, 40, 0}) {
