@@ -170,11 +170,11 @@ KernelSpec Sm90aSpec(int heads, int q_len, KvFormat kv, QMode q_mode, int page_s
   return spec;
 }
 
-// ptxas's resource line for the decode kernel ("N bytes stack frame, N bytes
-// spill stores, ..."), from a log compiled with --ptxas-options=-v; empty when
-// there is none.
-std::string DecodeKernelResources(const std::string& log) {
-  const size_t entry = log.find("entry function 'mla_decode_kernel'");
+// ptxas's resource line for entry point `kernel` ("N bytes stack frame, N
+// bytes spill stores, ..."), from a log compiled with --ptxas-options=-v;
+// empty when there is none.
+std::string KernelResources(const std::string& log, const std::string& kernel) {
+  const size_t entry = log.find("entry function '" + kernel + "'");
   if (entry == std::string::npos) return "";
   const size_t line = log.find("bytes stack frame", entry);
   if (line == std::string::npos) return "";
@@ -191,6 +191,9 @@ std::string DecodeKernelResources(const std::string& log) {
 // so only the log tells.
 // With `no_spills`, the decode kernel must also keep everything in registers:
 // the 64-row path runs at 249-255 of them, where a small change can spill.
+// The merge kernels must always: their launch bounds leave 128 registers or
+// more, and a batch of 16 splits' loads in flight takes most of them (a spill
+// would put local memory on the merge's one dependent round trip).
 void ExpectCompiles(KernelCompiler& kc, const KernelSpec& spec, bool no_spills = false) {
   auto p = kc.Prepare(spec);
   ASSERT_TRUE(p.ok()) << SpecToJson(spec) << ": " << p.status();
@@ -201,8 +204,23 @@ void ExpectCompiles(KernelCompiler& kc, const KernelSpec& spec, bool no_spills =
   EXPECT_TRUE(IsElf(b->binary)) << SpecToJson(spec);
   EXPECT_THAT(b->log, Not(HasSubstr("instructions are serialized"))) << SpecToJson(spec) << "\n"
                                                                      << b->log;
+  // (Timeline builds print their stamps from the merge: printf's stack frame.)
+  const bool timeline = std::any_of(options.begin(), options.end(), [](const std::string& o) {
+    return o.find("MLA_TIMELINE") != std::string::npos;
+  });
+  for (const std::string& merge :
+       {KernelCompiler::MergeEntryPoint(0), KernelCompiler::MergeEntryPoint(4),
+        KernelCompiler::MergeEntryPoint(8), KernelCompiler::MergeEntryPoint(16)}) {
+    const std::string resources = KernelResources(b->log, merge);
+    ASSERT_FALSE(resources.empty()) << merge << " " << SpecToJson(spec) << "\n" << b->log;
+    EXPECT_THAT(resources, HasSubstr(" 0 bytes spill stores, 0 bytes spill loads"))
+        << merge << " " << SpecToJson(spec);
+    if (!timeline) {
+      EXPECT_THAT(resources, HasSubstr(" 0 bytes stack frame")) << merge << " " << SpecToJson(spec);
+    }
+  }
   if (no_spills) {
-    const std::string resources = DecodeKernelResources(b->log);
+    const std::string resources = KernelResources(b->log, "mla_decode_kernel");
     ASSERT_FALSE(resources.empty()) << SpecToJson(spec) << "\n" << b->log;
     EXPECT_THAT(resources, HasSubstr(" 0 bytes stack frame, 0 bytes spill stores"))
         << SpecToJson(spec);
