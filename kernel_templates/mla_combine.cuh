@@ -160,8 +160,10 @@ MLA_INLINE void MergeUnit(const MlaDecodeParams& p, const MlaCombineItem& item, 
 #pragma unroll
     for (int i = 0; i < MergeBatch<LC>(); ++i) bm = fmaxf(bm, b.l[i]);
     if (bm == NegInf()) continue;  // nothing seen yet
-    if (bm > mx) {                 // rescale what is merged so far (nothing, the first time)
-      const float scale = MergeWeight(mx, bm * 1.4426950408889634f);  // e^(mx - bm), 0 for -inf
+    // A larger maximum rescales what is merged so far: e^(mx - bm), 0 the
+    // first time (mx = -inf, nothing merged yet).
+    if (bm > mx) {
+      const float scale = MergeWeight(mx, bm * 1.4426950408889634f);
       wsum *= scale;
 #pragma unroll
       for (int c = 0; c < LC; ++c) acc[c] *= scale;

@@ -131,8 +131,8 @@ TEST_F(GpuDecodeTest, MergeUnitsOfEveryWidth) {
   // queries, most of them split: on 132 SMs batches of 4 sequences reach
   // quarters, 12 one half a group, 24 whole rows and 40 several halves; the
   // skewed batch's long sequence merges more splits a row than one batch of
-  // loads holds (MergeBatch), batch by batch, beside many short ones. Both the 8-warp (bf16 KV) and
-  // the 12-warp (fp8) merge.
+  // loads holds (MergeBatch), batch by batch, beside many short ones. Both
+  // the 8-warp (bf16 KV) and the 12-warp (fp8) merge.
   for (KvFormat f : {KvFormat::kBf16, KvFormat::kFp8E4m3}) {
     for (int batch : {4, 12, 24, 40}) {
       ExpectMatches(WithShape(f, QMode::kBf16, Shape{16, 4, 3000, batch, 0}));
