@@ -96,7 +96,6 @@ MLA_INLINE void LoadSplits(SplitBatch<B, LC>& b, const float* lse, const float* 
 // reduction on each split of the merge's dependent chain (RESULTS.md v56).
 // ex2.approx's relative error (2^-22) is far inside the output's bar.
 MLA_INLINE float MergeWeight(float l, float mx_log2) {
-  constexpr float LOG2E = 1.4426950408889634f;
   const float x = fmaf(l, LOG2E, -mx_log2);
 #if MLA_HIP
   return exp2f(x);
@@ -111,7 +110,7 @@ MLA_INLINE float MergeWeight(float l, float mx_log2) {
 // nothing for this row has lse -inf and weight 0.
 template <int B, int LC>
 MLA_INLINE void MergeSplits(const SplitBatch<B, LC>& b, float mx, float& wsum, float (&acc)[LC]) {
-  const float mx_log2 = mx * 1.4426950408889634f;
+  const float mx_log2 = mx * LOG2E;
 #pragma unroll
   for (int i = 0; i < B; ++i) {
     const float w = MergeWeight(b.l[i], mx_log2);
@@ -163,7 +162,7 @@ MLA_INLINE void MergeUnit(const MlaDecodeParams& p, const MlaCombineItem& item, 
     // A larger maximum rescales what is merged so far: e^(mx - bm), 0 the
     // first time (mx = -inf, nothing merged yet).
     if (bm > mx) {
-      const float scale = MergeWeight(mx, bm * 1.4426950408889634f);
+      const float scale = MergeWeight(mx, bm * LOG2E);
       wsum *= scale;
 #pragma unroll
       for (int c = 0; c < LC; ++c) acc[c] *= scale;
