@@ -48,11 +48,11 @@ SmBounds PolicyBounds(const reference::BatchConfig& c) {
 TEST(ScheduleBounds, OneLongItemPerSmMatchesTheHandCount) {
   // 128 sequences of 64 rows (q_len 4 x 16 heads), one unsplit item each:
   // 8192 bf16 tokens and 64 Q rows enter each busy SM, 9,510,912 bytes, at
-  // 26.7 bytes a clock and 1980 MHz; 64 x 8192 x (576 + 512) x 2 FLOPs of
+  // 30.2 bytes a clock and 1980 MHz; 64 x 8192 x (576 + 512) x 2 FLOPs of
   // bf16 products at 4096 a clock; KV, Q and output at 4.45 TB/s.
   const SmBounds b = PolicyBounds(Case(128, 4, 8192, 16, KvFormat::kBf16));
   EXPECT_DOUBLE_EQ(b.sm_in_bytes, 8192.0 * 1152 + 64.0 * 1152);
-  EXPECT_THAT(b.in_us, DoubleNear(9510912.0 / (26.7 * 1.98e9) * 1e6, 1e-6));
+  EXPECT_THAT(b.in_us, DoubleNear(9510912.0 / (30.2 * 1.98e9) * 1e6, 1e-6));
   EXPECT_THAT(b.mma_us, DoubleNear(64.0 * 8192 * 1088 * 2 / (4096 * 1.98e9) * 1e6, 1e-6));
   const double dram = 128.0 * 8192 * 1152 + 128.0 * 4 * 16 * (1152 + 1024);
   EXPECT_THAT(b.dram_us, DoubleNear(dram / 4.45e12 * 1e6, 1e-6));

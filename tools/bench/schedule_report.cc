@@ -17,18 +17,17 @@
 namespace mlajit::bench {
 namespace {
 
-// At the H200's top clock, 1980 MHz, the SMs take in 26.7 bytes a clock
-// each when all are busy (`mlajit_bench --sm-fill`, RESULTS.md v45, v51).
-// RESULTS.md v55 found that figure to be the probe's one-thread loop: one
-// SM alone takes in about 105 bytes a clock from copies issued by several
-// warps, and with every SM busy L2 gives each 29.7-30.2 (H100), the limit
-// that this bound stands for until the H200's per-warp rows are measured.
-// Its tensor cores do at most 4096 bf16 or 8192
+// With every SM busy, L2 has given each at most 30.2 bytes a clock
+// (`mlajit_bench --sm-fill`, RESULTS.md v55: bulk copies at 132 CTAs, 29.1-30.2
+// by copy size and issuing warps, on an H100, whose SMs and L2 are the H200's
+// chip's). One SM alone takes in about 105. The 26.7 used until v59 was the
+// probe's one-thread loop (v55), which made this "bound" 12 % above the
+// rate measured since. Its tensor cores do at most 4096 bf16 or 8192
 // fp8 dense FLOPs a clock (their peak: the 64-row bf16 seesaw's products run
 // there, v45, above the 680 TFLOP/s that cuBLAS sustains); DRAM serves at
 // most 4.45 TB/s (its streaming read).
 constexpr double kClockHz = 1.98e9;
-constexpr double kSmFillBytesPerSecond = 26.7 * kClockHz;
+constexpr double kSmFillBytesPerSecond = 30.2 * kClockHz;
 constexpr double kSmBf16FlopsPerSecond = 4096 * kClockHz;
 constexpr double kSmFp8FlopsPerSecond = 8192 * kClockHz;
 constexpr double kDramBytesPerSecond = 4.45e12;

@@ -6,10 +6,11 @@
 // Three lower bounds on a call's time beside it, at the H200's rates:
 //  - in_us: the bytes that enter the busiest SM (sm_in_KB: each work item's
 //    KV positions as stored and its Q rows; at least the busiest CTA's and
-//    the mean over SMs) at 26.7 bytes a clock at 1980 MHz, about what L2
-//    gives each SM when every SM is busy (`mlajit_bench --sm-fill`; one
-//    SM alone takes in about four times as much, RESULTS.md v55). A KV tile read by several row
-//    tiles of a sequence enters each of their SMs; split pieces each load their Q.
+//    the mean over SMs) at 30.2 bytes a clock at 1980 MHz, the most L2 has
+//    given each SM with every SM busy (`mlajit_bench --sm-fill`, RESULTS.md
+//    v55; one SM alone takes in about 105). A KV tile read by several row
+//    tiles of a sequence enters each of their SMs; split pieces each load
+//    their Q.
 //  - mma_us: the products the busiest SM issues (block_m rows by whole
 //    64-token tiles), each in the precision the accuracy contract allows
 //    (roofline.h), at the tensor cores' peak per SM and clock, 1980 MHz.
