@@ -28,6 +28,11 @@ Stages (ARGS after the first colon):
   ab:ENV=V[;ENV=V]@CASE[+CASE]
                         the cases with and without the settings, alternating,
                         --rounds times each; medians side by side
+  sweep:ENV=V1|V2[|..][;ENV=V]@CASE[+CASE]
+                        one A/B per value of the setting with alternatives,
+                        all against one default arm: each round runs the
+                        default, then each value (the other settings in every
+                        value's arm); n + 1 runs a round instead of 2 n
   ablate:ENV=V[;..]@CASE[+CASE]
                         as ab, both arms unchecked: for settings that remove a
                         step (MLAJIT_KERNEL_DEFINES=MLA_ABLATE_...), whose
@@ -76,6 +81,7 @@ class Stage:
         self.name, self.slug = name, slug
         self.steps = []  # (argv, env, output file name, json file name or None)
         self.ab = None  # for an A/B stage: (settings, cases, [(arm, round, json)])
+        self.sweep = None  # for a sweep stage: [(arm, its settings as text)] beside ab
 
     def add(self, argv, env=None, out=None, json_out=None):
         self.steps.append((argv, env or {}, out or self.slug + ".txt", json_out))
@@ -83,7 +89,7 @@ class Stage:
 
 def slug_of(text):
     keep = "".join(c if c.isalnum() else "-" for c in text)
-    return "-".join(p for p in keep.split("-") if p)[:60]
+    return "-".join(p for p in keep.split("-") if p)[:60].rstrip("-")
 
 
 def parse_settings(text, spec):
@@ -175,6 +181,31 @@ def plan_stage(index, spec, args):
                 stage.add([bench] + case_args + runs + ["--json", name + ".json"], env=env,
                           out=name + ".txt", json_out=name + ".json")
                 stage.ab[2].append((arm, r + 1, name + ".json"))
+    elif kind == "sweep":
+        settings_text, at, cases_text = rest.partition("@")
+        if not at:
+            raise SpecError(f"stage '{spec}': expected sweep:ENV=V1|V2[|..][;ENV=V]@CASE[+CASE]")
+        settings = parse_settings(settings_text, spec)
+        swept = [name for name, value in settings.items() if "|" in value]
+        if len(swept) != 1:
+            raise SpecError(f"stage '{spec}': expected one setting with values separated by '|', "
+                            f"found {len(swept)}")
+        name = swept[0]
+        values = settings[name].split("|")
+        if not all(values):
+            raise SpecError(f"stage '{spec}': {name} has an empty value")
+        cases = parse_cases(cases_text, spec)
+        case_args = [a for c in cases for a in ("--case", c)]
+        arms = [("default", {})] + [(f"value{i + 1}", dict(settings, **{name: v}))
+                                    for i, v in enumerate(values)]
+        stage.ab = (settings, cases, [])
+        stage.sweep = [(arm, f"{name}={v}") for (arm, _), v in zip(arms[1:], values)]
+        for r in range(args.rounds):
+            for arm, env in arms:
+                run = f"{stage.slug}-{arm}-{r + 1}"
+                stage.add([bench] + case_args + runs + ["--json", run + ".json"], env=env,
+                          out=run + ".txt", json_out=run + ".json")
+                stage.ab[2].append((arm, r + 1, run + ".json"))
     elif kind == "ncu":
         case, which = case_at(rest, spec, kind, "KERNEL", NCU_KERNELS)
         sections = [a for name in NCU_SECTIONS for a in ("--section", name)]
@@ -188,7 +219,7 @@ def plan_stage(index, spec, args):
                   + [bench, "--case", case, "--no-check", "--runs", "100"])
     else:
         raise SpecError(f"stage '{spec}': unknown stage '{kind}' (build, tests, standing, "
-                        "timeline, probes, ab, ablate, schedule, ncu)")
+                        "timeline, probes, ab, sweep, ablate, schedule, ncu)")
     return stage
 
 
@@ -225,9 +256,9 @@ def cases_of(path):
     return out
 
 
-def ab_table(out_dir, runs):
-    """Markdown rows: each case's medians per round for the variant and the
-    default, the change of the variant's mean against the default's, each
+def ab_table(out_dir, runs, variant="variant"):
+    """Markdown rows: each case's medians per round for the arm `variant` and
+    the default, the change of the variant's mean against the default's, each
     arm's SM clock (a change of clock between the arms is not the kernel's)
     and its largest relative error against the CPU reference."""
     per = {}  # case -> arm -> [(median, MHz, rel. error, passed) per round]
@@ -240,7 +271,7 @@ def ab_table(out_dir, runs):
     rows = ["| case | variant (µs, each round) | default | change | MHz, variant / default "
             "| rel. error, variant / default |", "|---|---|---|---:|---|---|"]
     for case, arms in per.items():
-        v, d = arms.get("variant", []), arms.get("default", [])
+        v, d = arms.get(variant, []), arms.get("default", [])
         mean = lambda xs: sum(x[0] for x in xs) / len(xs)
         change = f"{100 * (mean(v) / mean(d) - 1):+.1f} %" if v and d else "-"
         fmt = lambda xs: " / ".join(f"{x[0]:.2f}" for x in xs) or "-"
@@ -336,7 +367,12 @@ def main(argv=None, runner=run_step):
                         status="passed" if rc == 0 else f"failed (exit {rc})")
             failed |= rc != 0
             record["steps"].append(step)
-        if st.ab:
+        if st.sweep:
+            record["sweep"] = {"settings": st.ab[0], "cases": st.ab[1],
+                               "tables": [{"arm": arm, "setting": setting,
+                                           "table": ab_table(args.out, st.ab[2], arm)}
+                                          for arm, setting in st.sweep]}
+        elif st.ab:
             record["ab"] = {"settings": st.ab[0], "cases": st.ab[1],
                             "table": ab_table(args.out, st.ab[2])}
         summary["stages"].append(record)
@@ -360,6 +396,8 @@ def write_summary(out_dir, summary):
                          f"{step['status']}{took} -> {step['output']}")
         if "ab" in st:
             lines += [""] + st["ab"]["table"]
+        for t in st.get("sweep", {}).get("tables", []):
+            lines += ["", f"`{t['setting']}` against the default:", ""] + t["table"]
         lines.append("")
     with open(os.path.join(out_dir, "summary.md"), "w") as f:
         f.write("\n".join(lines))

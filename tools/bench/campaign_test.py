@@ -72,6 +72,20 @@ class PlanTest(unittest.TestCase):
         _, lines = dry_run("ab:MLAJIT_TILES=64,64,8,2,1;MLAJIT_TEMPLATE_DIR=/t@4,4,8192,32")
         self.assertIn("MLAJIT_TILES=64,64,8,2,1 MLAJIT_TEMPLATE_DIR=/t ", lines[0])
 
+    def test_sweep_runs_one_default_and_each_value_every_round(self):
+        _, lines = dry_run("--rounds", "2", "sweep:MLAJIT_KERNEL_DEFINES=MLA_P=1|MLA_P=2|MLA_P=3;"
+                           "MLAJIT_TEMPLATE_DIR=/t@4,4,8192,32,bf16")
+        self.assertEqual(len(lines), 8)  # (1 + 3) a round, not 2 x 3
+        for r in range(2):
+            arms = lines[4 * r:4 * r + 4]
+            self.assertNotIn("MLAJIT_", arms[0].split("/b/tools")[0])
+            self.assertIn(f"-default-{r + 1}.json", arms[0])
+            for i, line in enumerate(arms[1:]):
+                self.assertIn(f"MLAJIT_KERNEL_DEFINES=MLA_P={i + 1} MLAJIT_TEMPLATE_DIR=/t ", line)
+                self.assertIn(f"-value{i + 1}-{r + 1}.json", line)
+            for line in arms:
+                self.assertIn("--case 4,4,8192,32,bf16 ", line)
+
     def test_ablate_times_both_arms_unchecked(self):
         _, lines = dry_run("ablate:MLAJIT_KERNEL_DEFINES=MLA_ABLATE_MERGE=1@32,4,1024,16,bf16")
         self.assertEqual(len(lines), 4)
@@ -123,6 +137,13 @@ class ErrorTest(unittest.TestCase):
 
     def test_setting_that_is_not_an_assignment(self):
         self.check("ab:MLAJIT_TILES@4,4,8192,32", "setting 'MLAJIT_TILES' is not NAME=VALUE")
+
+    def test_sweep_needs_exactly_one_setting_with_values(self):
+        self.check("sweep:A=1;B=2@4,4,8192,32", "expected one setting with values separated by "
+                   "'|', found 0")
+        self.check("sweep:A=1|2;B=3|4@4,4,8192,32", "found 2")
+        self.check("sweep:A=1||2@4,4,8192,32", "A has an empty value")
+        self.check("sweep:A=1|2", "expected sweep:ENV=V1|V2")
 
     def test_standing_needs_suites(self):
         self.check("standing", "expected standing:SUITES")
@@ -188,6 +209,28 @@ class RunTest(unittest.TestCase):
         self.assertIn("-12.0 %", md)
         self.assertRegex(md, r"\nsettings: (\S+ )*MLAJIT_PDL=0\b")
         self.assertIn("MLAJIT_TILES=32,64,4,2,1", md)
+
+    def test_a_sweep_has_a_table_per_value_against_the_one_default(self):
+        def run(argv, env, out_path, cwd, timeout):
+            self.calls.append(argv)
+            us = {"": 30.0, "MLA_P=1": 31.5, "MLA_P=2": 33.0}[env.get("MLAJIT_KERNEL_DEFINES", "")]
+            with open(os.path.join(cwd, argv[argv.index("--json") + 1]), "w") as f:
+                f.write(bench_json({"(4,4,8192,32) bf16": us}, 1980, 2.1e-3))
+            return 0, 0.5
+        rc = campaign.main(["--out", self.out, "sweep:MLAJIT_KERNEL_DEFINES=MLA_P=1|MLA_P=2"
+                            "@4,4,8192,32,bf16"], runner=run)
+        self.assertEqual(rc, 0)
+        self.assertEqual(len(self.calls), 6)
+        with open(os.path.join(self.out, "summary.json")) as f:
+            tables = json.load(f)["stages"][0]["sweep"]["tables"]
+        self.assertEqual([t["setting"] for t in tables],
+                         ["MLAJIT_KERNEL_DEFINES=MLA_P=1", "MLAJIT_KERNEL_DEFINES=MLA_P=2"])
+        self.assertIn("| (4,4,8192,32) bf16 | 31.50 / 31.50 | 30.00 / 30.00 | +5.0 % "
+                      "| 1980,1980 / 1980,1980 | 2.10e-03 / 2.10e-03 |", tables[0]["table"])
+        self.assertIn("+10.0 %", tables[1]["table"][2])
+        with open(os.path.join(self.out, "summary.md")) as f:
+            md = f.read()
+        self.assertIn("`MLAJIT_KERNEL_DEFINES=MLA_P=2` against the default:", md)
 
     def test_unchecked_arms_say_so(self):
         # An ablation's arms run under --no-check: their bench JSON says
