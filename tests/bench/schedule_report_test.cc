@@ -59,6 +59,20 @@ TEST(ScheduleBounds, OneLongItemPerSmMatchesTheHandCount) {
   EXPECT_DOUBLE_EQ(b.bound_us(), b.dram_us);
 }
 
+TEST(ScheduleBounds, DramTakesTheReadRateGiven) {
+  // The bench passes the read ceiling it measured: a device that reads at
+  // 4.625 TB/s must not run under its own bound (RESULTS.md v59).
+  const reference::BatchConfig c = Case(128, 1, 8192, 16, KvFormat::kBf16);
+  const reference::BatchLayout layout = reference::GenerateLayout(c);
+  absl::StatusOr<SmBounds> design = ScheduleBounds(c, layout, PolicyConfig(c, layout), 132);
+  absl::StatusOr<SmBounds> measured =
+      ScheduleBounds(c, layout, PolicyConfig(c, layout), 132, 4.625e12);
+  ASSERT_TRUE(design.ok() && measured.ok());
+  EXPECT_THAT(measured->dram_us, DoubleNear(design->dram_us * 4.45 / 4.625, 1e-9));
+  EXPECT_DOUBLE_EQ(measured->in_us, design->in_us);
+  EXPECT_DOUBLE_EQ(measured->mma_us, design->mma_us);
+}
+
 TEST(ScheduleBounds, ProductsTakeThePrecisionTheContractAllows) {
   // fp8 KV with bf16 Q: S as two e4m3 terms, as long as one bf16 product;
   // a8: S as one e4m3 product, at twice the bf16 rate. P V in bf16 in both.

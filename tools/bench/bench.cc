@@ -241,14 +241,17 @@ absl::Status TuneCase(DecodeHarness& h, const Case& c) {
 }
 
 // The per-SM bounds of the schedule the plan described by `plan_json` runs
-// on the device (schedule_report.h).
+// on the device (schedule_report.h), DRAM at the read ceiling the floor uses.
 absl::StatusOr<SmBounds> PlanBounds(DecodeHarness& h, const DeviceBatch& db,
-                                    const BatchConfig& config, const std::string& plan_json) {
+                                    const BatchConfig& config, const std::string& plan_json,
+                                    double read_bytes_per_second) {
   MLAJIT_ASSIGN_OR_RETURN(const gpu::DeviceProperties props,
                           h.backend()->GetDeviceProperties(h.device()));
   MLAJIT_ASSIGN_OR_RETURN(const plan::ScheduleConfig sc, ScheduleConfigOfPlan(plan_json));
   const reference::BatchLayout layout{db.batch.qo_indptr, db.batch.kv_indptr, db.batch.kv_lens};
-  return ScheduleBounds(config, layout, sc, props.sm_count);
+  return ScheduleBounds(
+      config, layout, sc, props.sm_count,
+      read_bytes_per_second > 0 ? read_bytes_per_second : kDesignReadBytesPerSecond);
 }
 
 absl::StatusOr<CaseResult> RunCase(DecodeHarness& h, const Case& c, const Ceilings& ceilings,
@@ -262,7 +265,9 @@ absl::StatusOr<CaseResult> RunCase(DecodeHarness& h, const Case& c, const Ceilin
   MLAJIT_RETURN_IF_ERROR(harness::FromC(mlajit_plan_describe_json(db->plan, &plan_json)));
   r.plan_json = plan_json;
   mlajit_free(plan_json);
-  if (absl::StatusOr<SmBounds> bounds = PlanBounds(h, *db, c.config, r.plan_json); bounds.ok()) {
+  if (absl::StatusOr<SmBounds> bounds =
+          PlanBounds(h, *db, c.config, r.plan_json, ceilings.read.value);
+      bounds.ok()) {
     r.bounds = *bounds;
   } else {
     std::fprintf(stderr, "mlajit_bench: %s: bound_us skipped: %s\n", CaseName(c.config).c_str(),

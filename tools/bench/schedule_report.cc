@@ -24,13 +24,12 @@ namespace {
 // probe's one-thread loop (v55), which made this "bound" 12 % above the
 // rate measured since. Its tensor cores do at most 4096 bf16 or 8192
 // fp8 dense FLOPs a clock (their peak: the 64-row bf16 seesaw's products run
-// there, v45, above the 680 TFLOP/s that cuBLAS sustains); DRAM serves at
-// most 4.45 TB/s (its streaming read).
+// there, v45, above the 680 TFLOP/s that cuBLAS sustains). DRAM's rate is
+// the caller's (schedule_report.h).
 constexpr double kClockHz = 1.98e9;
 constexpr double kSmFillBytesPerSecond = 30.2 * kClockHz;
 constexpr double kSmBf16FlopsPerSecond = 4096 * kClockHz;
 constexpr double kSmFp8FlopsPerSecond = 8192 * kClockHz;
-constexpr double kDramBytesPerSecond = 4.45e12;
 
 // What an item asks of its SM: the bytes it brings in (its KV positions as
 // stored and its Q rows in bf16: each item loads its own Q, split pieces
@@ -75,7 +74,7 @@ plan::LayoutView LayoutViewOf(const reference::BatchConfig& batch,
 double SmBounds::bound_us() const { return std::max({in_us, mma_us, dram_us}); }
 
 SmBounds BoundsOf(const plan::Schedule& s, const plan::ScheduleConfig& sc, int sm_count,
-                  const reference::BatchConfig& config) {
+                  const reference::BatchConfig& config, double dram_bytes_per_second) {
   // The busiest SM takes in and computes at least its busiest CTA's share
   // and at least the mean over SMs (CTAs sharing an SM share its rates).
   SmLoad max_cta, total;
@@ -102,7 +101,7 @@ SmBounds BoundsOf(const plan::Schedule& s, const plan::ScheduleConfig& sc, int s
   b.sm_in_bytes = std::max(max_cta.in_bytes, total.in_bytes / sm_count);
   b.in_us = b.sm_in_bytes / kSmFillBytesPerSecond * 1e6;
   b.mma_us = std::max(max_cta.mma_seconds, total.mma_seconds / sm_count) * 1e6;
-  b.dram_us = unique / kDramBytesPerSecond * 1e6;
+  b.dram_us = unique / dram_bytes_per_second * 1e6;
   return b;
 }
 
@@ -119,11 +118,12 @@ absl::StatusOr<plan::ScheduleConfig> ScheduleConfigOfPlan(const std::string& pla
 
 absl::StatusOr<SmBounds> ScheduleBounds(const reference::BatchConfig& config,
                                         const reference::BatchLayout& layout,
-                                        const plan::ScheduleConfig& sc, int sm_count) {
+                                        const plan::ScheduleConfig& sc, int sm_count,
+                                        double dram_bytes_per_second) {
   const plan::LayoutView view = LayoutViewOf(config, layout);
   MLAJIT_RETURN_IF_ERROR(plan::ValidateLayout(view));
   MLAJIT_ASSIGN_OR_RETURN(plan::Schedule s, plan::BuildSchedule(view, sc));
-  return BoundsOf(s, sc, sm_count, config);
+  return BoundsOf(s, sc, sm_count, config, dram_bytes_per_second);
 }
 
 absl::Status PrintSchedules(

@@ -14,7 +14,8 @@
 //  - mma_us: the products the busiest SM issues (block_m rows by whole
 //    64-token tiles), each in the precision the accuracy contract allows
 //    (roofline.h), at the tensor cores' peak per SM and clock, 1980 MHz.
-//  - dram_us: every KV position, Q row and output row once at 4.45 TB/s.
+//  - dram_us: every KV position, Q row and output row once at DRAM's read
+//    rate: DESIGN.md's 4.45 TB/s, or the rate the bench measured on its GPU.
 // None counts launches, the merge or any latency.
 //
 //   mlajit_bench --schedule sm_90a:132 --suite all
@@ -43,14 +44,19 @@ struct SmBounds {
   double in_us = 0, mma_us = 0, dram_us = 0;
   double bound_us() const;  // the largest of the three
 };
+// DESIGN.md §3's streaming read, the DRAM rate where none was measured.
+inline constexpr double kDesignReadBytesPerSecond = 4.45e12;
 SmBounds BoundsOf(const plan::Schedule& schedule, const plan::ScheduleConfig& config, int sm_count,
-                  const reference::BatchConfig& batch);
+                  const reference::BatchConfig& batch,
+                  double dram_bytes_per_second = kDesignReadBytesPerSecond);
 // The schedule `config` makes of `layout` (of a batch like `batch`), and its
 // bounds: for the bench, which rebuilds the one its plan runs
-// (ScheduleConfigOfPlan) on the device's SM count.
+// (ScheduleConfigOfPlan) on the device's SM count, with the read rate it
+// measured (a bound above what the device was seen to do is no bound).
 absl::StatusOr<SmBounds> ScheduleBounds(const reference::BatchConfig& batch,
                                         const reference::BatchLayout& layout,
-                                        const plan::ScheduleConfig& config, int sm_count);
+                                        const plan::ScheduleConfig& config, int sm_count,
+                                        double dram_bytes_per_second = kDesignReadBytesPerSecond);
 // A plan's scheduler parameters from mlajit_plan_describe_json's "num_ctas",
 // "block_m", "block_n" and "min_split_cost".
 absl::StatusOr<plan::ScheduleConfig> ScheduleConfigOfPlan(const std::string& plan_json);
