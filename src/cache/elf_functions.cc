@@ -69,9 +69,18 @@ absl::StatusOr<std::vector<ElfFunction>> ListElfFunctions(absl::string_view imag
                    Load<uint64_t>(image, at + 56)};
   };
   std::vector<ElfFunction> functions;
+  // An object has at most one symbol table (gABI), which also bounds the list
+  // by the image: section headers naming the same bytes again and again would
+  // otherwise list their symbols once per header, up to 65535 times over.
+  size_t first_symtab = shnum;
   for (size_t i = 0; i < shnum; ++i) {
     const Section symtab = section(i);
     if (symtab.type != kSymtab) continue;
+    if (first_symtab < shnum) {
+      return Malformed(absl::StrCat("sections ", first_symtab, " and ", i,
+                                    " are both symbol tables: expected at most one"));
+    }
+    first_symtab = i;
     if (symtab.entsize != kSymbolBytes || symtab.size % kSymbolBytes != 0 ||
         !Fits(symtab.offset, symtab.size, 1, image.size())) {
       return Malformed(absl::StrCat("symbol table (section ", i, ") at ", symtab.offset, ", ",

@@ -125,6 +125,18 @@ TEST(ElfFunctions, RefusesWhatIsNotALittleEndianElf64) {
   ExpectRefused(big, "class 2, data 2");
 }
 
+// fuzz_elf_functions: section headers that all name the one symbol table
+// listed its functions once per header, more functions than the image has
+// symbol bytes for (a 555-byte input listed 24); enough headers would exhaust
+// memory. A second symbol table is refused.
+TEST(ElfFunctions, RefusesASecondSymbolTable) {
+  Layout l;
+  std::string image = MakeElf(kSymbols, &l);
+  // Section 1 (.text) becomes a copy of section 2 (.symtab).
+  image.replace(l.shdrs + 64, 64, image.substr(l.shdrs + 128, 64));
+  ExpectRefused(image, "sections 1 and 2 are both symbol tables: expected at most one");
+}
+
 TEST(ElfFunctions, RefusesOffsetsAndCountsPastTheEnd) {
   Layout l;
   const std::string good = MakeElf(kSymbols, &l);
