@@ -4,8 +4,9 @@
 //
 // Oracle: no crash and no read past the input (ASan); errors are
 // kInvalidArgument; a listed function's name and size come from inside the
-// input, so there are no more functions than 24-byte symbols in it, and the
-// list is ordered by name.
+// input, so there are no more functions than 24-byte symbols in it and their
+// names (each with its terminator) fit in it end to end, and the list is
+// ordered by name.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -25,6 +26,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(
       std::is_sorted(fns->begin(), fns->end(),
                      [](const ElfFunction& a, const ElfFunction& b) { return a.name < b.name; }));
-  for (const ElfFunction& f : *fns) FUZZ_CHECK(f.name.size() < size);
+  size_t name_bytes = 0;
+  for (const ElfFunction& f : *fns) name_bytes += f.name.size() + 1;
+  FUZZ_CHECK(name_bytes <= size);
   return 0;
 }

@@ -98,6 +98,11 @@ absl::StatusOr<std::vector<ElfFunction>> ListElfFunctions(absl::string_view imag
                                     ", ", strtab.size, " bytes: past the end"));
     }
     const absl::string_view names = image.substr(strtab.offset, strtab.size);
+    // The names listed fit in their string table, end to end: symbols that
+    // name the same bytes again and again (or ever later suffixes of one long
+    // name) would otherwise make the list, and the time to read it, grow with
+    // the square of the image. Stopping there also bounds the bytes scanned.
+    uint64_t name_bytes = 0;
     for (uint64_t at = symtab.offset; at < symtab.offset + symtab.size; at += kSymbolBytes) {
       const uint32_t name = Load<uint32_t>(image, at);
       const uint8_t info = Load<uint8_t>(image, at + 4);
@@ -108,6 +113,11 @@ absl::StatusOr<std::vector<ElfFunction>> ListElfFunctions(absl::string_view imag
       if (end == absl::string_view::npos) {
         return Malformed(absl::StrCat("function symbol's name at ", name,
                                       " runs past its string table (", names.size(), " bytes)"));
+      }
+      name_bytes += end - name + 1;
+      if (name_bytes > names.size()) {
+        return Malformed(absl::StrCat("function names total more than their string table's ",
+                                      names.size(), " bytes: names overlap"));
       }
       functions.push_back({std::string(names.substr(name, end - name)), size});
     }

@@ -137,6 +137,20 @@ TEST(ElfFunctions, RefusesASecondSymbolTable) {
   ExpectRefused(image, "sections 1 and 2 are both symbol tables: expected at most one");
 }
 
+// Many function symbols naming one string: each listed its own copy, so a
+// table of n such symbols and a name of m bytes listed n x m bytes.
+TEST(ElfFunctions, RefusesNamesThatOverlap) {
+  std::vector<Symbol> symbols(9, {"f", 2, 1, 8});
+  symbols[0].name = "mla_decode_kernel_with_a_long_name";
+  Layout l;
+  const std::string distinct = MakeElf(symbols, &l);
+  ASSERT_TRUE(ListElfFunctions(distinct).ok());
+  // Every symbol takes symbol 1's name (string table offset 1).
+  std::string image = distinct;
+  for (size_t i = 2; i <= symbols.size(); ++i) Put<uint32_t>(&image, l.symtab + 24 * i, 1);
+  ExpectRefused(image, "function names total more than their string table's 52 bytes");
+}
+
 TEST(ElfFunctions, RefusesOffsetsAndCountsPastTheEnd) {
   Layout l;
   const std::string good = MakeElf(kSymbols, &l);
