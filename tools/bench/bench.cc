@@ -249,9 +249,7 @@ absl::StatusOr<SmBounds> PlanBounds(DecodeHarness& h, const DeviceBatch& db,
                           h.backend()->GetDeviceProperties(h.device()));
   MLAJIT_ASSIGN_OR_RETURN(const plan::ScheduleConfig sc, ScheduleConfigOfPlan(plan_json));
   const reference::BatchLayout layout{db.batch.qo_indptr, db.batch.kv_indptr, db.batch.kv_lens};
-  return ScheduleBounds(
-      config, layout, sc, props.sm_count,
-      read_bytes_per_second > 0 ? read_bytes_per_second : kDesignReadBytesPerSecond);
+  return ScheduleBounds(config, layout, sc, props.sm_count, read_bytes_per_second);
 }
 
 absl::StatusOr<CaseResult> RunCase(DecodeHarness& h, const Case& c, const Ceilings& ceilings,

@@ -11,16 +11,12 @@
 #include "absl/strings/str_format.h"
 #include "src/base/status_macros.h"
 #include "tools/bench/bench_kernel.h"
+#include "tools/bench/design_rates.h"
 #include "tools/bench/device_timing.h"
 #include "tools/harness/decode_harness.h"
 
 namespace mlajit::bench {
 namespace {
-
-// DESIGN.md §3, measured on the H200 the targets were set on.
-constexpr double kAssumedReadBandwidth = 4.45e12;
-constexpr double kAssumedFp8Rate = 1260e12;
-constexpr double kAssumedBf16Rate = 680e12;
 
 constexpr int kWarmupCalls = 3;
 constexpr int kTimedRuns = 20;
@@ -62,9 +58,9 @@ extern "C" __global__ void mlajit_stream_read(const Words* __restrict__ data,
 
 Ceilings AssumedCeilings(const std::string& why) {
   Ceilings c;
-  c.read = {kAssumedReadBandwidth, false, why};
-  c.fp8 = {kAssumedFp8Rate, false, why};
-  c.bf16 = {kAssumedBf16Rate, false, why};
+  c.read = {kDesignReadBytesPerSecond, false, why};
+  c.fp8 = {kDesignFp8FlopsPerSecond, false, why};
+  c.bf16 = {kDesignBf16FlopsPerSecond, false, why};
   return c;
 }
 

@@ -30,6 +30,7 @@
 #include "absl/status/statusor.h"
 #include "src/plan/scheduler.h"
 #include "src/reference/batch_generator.h"
+#include "tools/bench/design_rates.h"
 
 namespace mlajit::bench {
 
@@ -44,8 +45,6 @@ struct SmBounds {
   double in_us = 0, mma_us = 0, dram_us = 0;
   double bound_us() const;  // the largest of the three
 };
-// DESIGN.md §3's streaming read, the DRAM rate where none was measured.
-inline constexpr double kDesignReadBytesPerSecond = 4.45e12;
 SmBounds BoundsOf(const plan::Schedule& schedule, const plan::ScheduleConfig& config, int sm_count,
                   const reference::BatchConfig& batch,
                   double dram_bytes_per_second = kDesignReadBytesPerSecond);
