@@ -7,7 +7,9 @@ comparisons of an environment setting (a tile shape, a template folder)
 against the default. Each stage writes its output to its own file in the
 output folder; summary.json and summary.md record the commit, the GPU, each
 stage's command, exit status and seconds, and the A/B medians side by side.
-A stage that fails does not stop the next. With --budget-s, a stage gets at
+A stage that fails does not stop the next. Commands run in the output
+folder, so a setting that names a path (MLAJIT_TEMPLATE_DIR) needs an
+absolute one. With --budget-s, a stage gets at
 most what is left of the budget and none starts once it is spent, so a run
 with a hard time limit still leaves its summary.
 
