@@ -117,7 +117,8 @@ absl::StatusOr<std::vector<ElfFunction>> ListElfFunctions(absl::string_view imag
       name_bytes += end - name + 1;
       if (name_bytes > names.size()) {
         return Malformed(absl::StrCat("function names total more than their string table's ",
-                                      names.size(), " bytes: names overlap"));
+                                      names.size(),
+                                      " bytes: names overlap; expected each in the table once"));
       }
       functions.push_back({std::string(names.substr(name, end - name)), size});
     }
