@@ -209,7 +209,7 @@ MLA_INLINE void CombineUnits(const MlaDecodeParams& p, int num_combine) {
   long long flat = static_cast<long long>(blockIdx.x) * GROUPS_PER_BLOCK + (threadIdx.x >> 5);
   if (flat >= total) return;
   MlaCombineItem item = p.combine[flat / UNITS_PER_ITEM];
-  MlaGridDependencySync();  // the decode's partials, from here on
+  if (!MLA_ABLATE_MERGE_WAIT_LAST) MlaGridDependencySync();  // the decode's partials, from here on
   mla_timeline::MergeWaited();
   if (MLA_ABLATE_MERGE) return;
   for (; flat < total; flat += stride) {
@@ -219,6 +219,7 @@ MLA_INLINE void CombineUnits(const MlaDecodeParams& p, int num_combine) {
     MergeUnit<LC>(p, item, unit / Lane<LC>::PARTS, unit % Lane<LC>::PARTS);
     item = next_item;
   }
+  if (MLA_ABLATE_MERGE_WAIT_LAST) MlaGridDependencySync();
 }
 
 // The combine items' count: the plan's, or the device planner's (read before

@@ -47,6 +47,11 @@ constexpr float FP8_MAX = 448.0f;
 #ifndef MLA_ABLATE_MERGE
 #define MLA_ABLATE_MERGE 0  // the merge kernel waits for the decode, then stops
 #endif
+#ifndef MLA_ABLATE_MERGE_WAIT_LAST
+// the merge waits for the decode after its work instead of before it: what
+// merging each item as soon as its splits are stored could take off at most
+#define MLA_ABLATE_MERGE_WAIT_LAST 0
+#endif
 #ifndef MLA_ABLATE_PROXY_FENCES
 #define MLA_ABLATE_PROXY_FENCES 0  // warpgroup-MMA paths: no generic-to-async proxy fence
 #endif
