@@ -384,7 +384,8 @@ TEST(JitCompile, KernelDefinesReachTheCompileAndTheKey) {
   {
     // The ablations (timing only) compile in the 64-row paths and the merge.
     ScopedEnv ablate("MLAJIT_KERNEL_DEFINES",
-                     "MLA_ABLATE_ROWS_PARTIALS=1,MLA_ABLATE_MERGE=1,MLA_ABLATE_PROXY_FENCES=1");
+                     "MLA_ABLATE_ROWS_PARTIALS=1,MLA_ABLATE_MERGE=1,MLA_ABLATE_PROXY_FENCES=1,"
+                     "MLA_ABLATE_MERGE_WAIT_LAST=1");
     ExpectCompiles(**kc, spec);
     const plan::TileShape ws = plan::ChooseTiles("sm_90a", 64, KvFormat::kFp8E4m3);
     ASSERT_TRUE(plan::RunsWgmmaRowsWsPath("sm_90a", KvFormat::kFp8E4m3, ws.block_m, ws.block_n,
