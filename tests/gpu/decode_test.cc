@@ -3,8 +3,10 @@
 // tiles, fp8 tiles by tensor maps and by cp.async, batch sizes, skewed and
 // empty sequences, paged layouts, repeated calls, changing layouts, concurrent
 // threads. Skips with a reason when no GPU is present.
+#include <algorithm>
 #include <cmath>
 #include <memory>
+#include <random>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -325,6 +327,45 @@ TEST_F(GpuDecodeTest, Mxfp4SwapAbTilesEveryPageSizeAndQMode) {
   }
 }
 
+TEST_F(GpuDecodeTest, Mxfp4BlocksAtEveryDistanceFromTheirTilesLargest) {
+  // The converting warpgroups build a block's e4m3 table two ways
+  // (mla_mxfp4_lut.h): by shifting codes where the block's scale is within 11
+  // powers of two of its tile's largest, by rounding to e4m3 (subnormals,
+  // zero) below that. Generated KV has nearly equal scales, so every block
+  // takes the shift; here a quarter of the blocks keep their scale and the
+  // rest move 1-11, 12-30 or 31-60 powers of two down, so that both tables,
+  // and both in one warp, meet the reference (which decodes every scale
+  // exactly). 16- and 32-row tiles, flat and paged (records copied one by one).
+  for (const char* tiles : {"16,64,12,2,1", "32,64,8,2,1"}) {
+    if (std::string(tiles) == "16,64,12,2,1" && !OnHopper(*harness_)) continue;
+    ScopedEnv env("MLAJIT_TILES", tiles);
+    for (int page : {0, 16}) {
+      BatchConfig c = WithShape(KvFormat::kMxfp4, QMode::kBf16, Shape{16, 2, 3000, 5, page});
+      c.seed = FreshSeed();
+      reference::Batch b = reference::GenerateBatch(c);
+      std::mt19937 rng(static_cast<uint32_t>(c.seed));
+      const size_t slots = b.kv.size() / reference::kMxfp4TokenBytes;
+      for (size_t t = 0; t < slots; ++t) {
+        for (int blk = 0; blk < kMxfp4ScaleBytes; ++blk) {
+          uint8_t& scale = b.kv[t * reference::kMxfp4TokenBytes + kMxfp4PackedBytes + blk];
+          const int kind = static_cast<int>(rng() % 4);
+          const int down = kind == 0   ? 0
+                           : kind == 1 ? 1 + static_cast<int>(rng() % 11)
+                           : kind == 2 ? 12 + static_cast<int>(rng() % 19)
+                                       : 31 + static_cast<int>(rng() % 30);
+          scale = static_cast<uint8_t>(std::max(0, scale - down));
+        }
+      }
+      auto db = harness_->UploadBatch(std::move(b), /*write_lse=*/true);
+      ASSERT_TRUE(db.ok()) << db.status();
+      auto r = harness_->Check(**db, {});
+      ASSERT_TRUE(r.ok()) << r.status();
+      EXPECT_TRUE(r->out.Passes(OutputTolerance(c))) << r->spec << "\n  out: " << r->out.ToString();
+      EXPECT_TRUE(r->lse.Passes(1e-3)) << r->spec << "\n  lse: " << r->lse.ToString();
+    }
+  }
+}
+
 TEST_F(GpuDecodeTest, Fp8SixtyFourRowTilesEveryPageSizeAndQMode) {
   // fp8 with more than 32 rows per sequence: the warp-specialised path (the
   // policy on Hopper: a scorer and two accumulating warpgroups, S from the
@@ -429,45 +470,54 @@ TEST_F(GpuDecodeTest, Bf16SeesawTilesWithAndWithoutTensorMaps) {
 
 TEST_F(GpuDecodeTest, NanKvCodeReachesItsSequenceOnly) {
   // An fp8 NaN code (what the quantiser writes for a NaN) in one token's V
-  // dims: the scores of that token are NaN, so every output row of its
-  // sequence is NaN, as in the reference, on the swap-AB and 64-row paths and
-  // with both Q modes (no conversion reads the code as a finite number). The
-  // other sequences are unaffected.
-  for (QMode m : {QMode::kBf16, QMode::kFp8}) {
-    for (int q_len : {1, 4}) {  // 16 and 64 rows per sequence
-      BatchConfig c = Base();
-      c.q_mode = m;
-      c.q_len = q_len;
-      c.lengths = LengthDistribution::kFixed;
-      c.seed = FreshSeed();
-      reference::Batch b = reference::GenerateBatch(c);
-      constexpr int kSeq = 1, kToken = 5, kDim = 100;
-      b.kv[static_cast<size_t>(b.kv_indptr[kSeq] + kToken) * KvBytesPerToken(c.kv_format) + kDim] =
-          0x7f;
-      auto db = harness_->UploadBatch(std::move(b), /*write_lse=*/true);
-      ASSERT_TRUE(db.ok()) << db.status();
-      auto r = harness_->Check(**db, {});
-      ASSERT_TRUE(r.ok()) << r.status();
-      const reference::Batch& got = (*db)->batch;
-      std::vector<uint16_t> out((*db)->ref_out.size());
-      ASSERT_TRUE(harness_->backend()
-                      ->MemcpyDtoH(harness_->device(), out.data(), (*db)->out.ptr(), out.size() * 2,
-                                   nullptr)
-                      .ok());
-      ASSERT_TRUE(harness_->backend()->StreamSynchronize(harness_->device(), nullptr).ok());
-      const size_t row_elems = static_cast<size_t>(c.num_heads) * kHeadDimV;
-      const size_t nan_lo = got.qo_indptr[kSeq] * row_elems;
-      const size_t nan_hi = got.qo_indptr[kSeq + 1] * row_elems;
-      int64_t finite_in_nan_rows = 0;
-      for (size_t i = nan_lo; i < nan_hi; ++i) {
-        finite_in_nan_rows += std::isnan(reference::Bf16ToFloat(out[i])) ? 0 : 1;
-      }
-      EXPECT_EQ(finite_in_nan_rows, 0) << r->spec;
-      for (auto [lo, hi] : {std::pair<size_t, size_t>{0, nan_lo}, {nan_hi, out.size()}}) {
-        const auto cmp =
-            reference::CompareBf16(absl::MakeSpan(out).subspan(lo, hi - lo),
-                                   absl::MakeSpan((*db)->ref_out).subspan(lo, hi - lo));
-        EXPECT_TRUE(cmp.Passes(OutputTolerance(c))) << r->spec << "\n  " << cmp.ToString();
+  // dims, or an MXFP4 NaN scale (0xff, the quantiser's for a block holding a
+  // NaN) on one of its blocks: the scores of that token are NaN, so every
+  // output row of its sequence is NaN, as in the reference, on the swap-AB
+  // and 64-row paths (MXFP4: 16- and 32-row swap-AB tiles) and with both Q
+  // modes (no conversion reads the code as a finite number). The other
+  // sequences are unaffected.
+  for (KvFormat f : {KvFormat::kFp8E4m3, KvFormat::kMxfp4}) {
+    for (QMode m : {QMode::kBf16, QMode::kFp8}) {
+      for (int q_len : {1, 4}) {  // 16 and 64 rows per sequence
+        BatchConfig c = Base();
+        c.kv_format = f;
+        c.q_mode = m;
+        c.q_len = q_len;
+        c.lengths = LengthDistribution::kFixed;
+        c.seed = FreshSeed();
+        reference::Batch b = reference::GenerateBatch(c);
+        constexpr int kSeq = 1, kToken = 5, kDim = 100, kBlock = 3;
+        const size_t token = static_cast<size_t>(b.kv_indptr[kSeq] + kToken) * KvBytesPerToken(f);
+        if (f == KvFormat::kMxfp4) {
+          b.kv[token + kMxfp4PackedBytes + kBlock] = 0xff;
+        } else {
+          b.kv[token + kDim] = 0x7f;
+        }
+        auto db = harness_->UploadBatch(std::move(b), /*write_lse=*/true);
+        ASSERT_TRUE(db.ok()) << db.status();
+        auto r = harness_->Check(**db, {});
+        ASSERT_TRUE(r.ok()) << r.status();
+        const reference::Batch& got = (*db)->batch;
+        std::vector<uint16_t> out((*db)->ref_out.size());
+        ASSERT_TRUE(harness_->backend()
+                        ->MemcpyDtoH(harness_->device(), out.data(), (*db)->out.ptr(),
+                                     out.size() * 2, nullptr)
+                        .ok());
+        ASSERT_TRUE(harness_->backend()->StreamSynchronize(harness_->device(), nullptr).ok());
+        const size_t row_elems = static_cast<size_t>(c.num_heads) * kHeadDimV;
+        const size_t nan_lo = got.qo_indptr[kSeq] * row_elems;
+        const size_t nan_hi = got.qo_indptr[kSeq + 1] * row_elems;
+        int64_t finite_in_nan_rows = 0;
+        for (size_t i = nan_lo; i < nan_hi; ++i) {
+          finite_in_nan_rows += std::isnan(reference::Bf16ToFloat(out[i])) ? 0 : 1;
+        }
+        EXPECT_EQ(finite_in_nan_rows, 0) << r->spec;
+        for (auto [lo, hi] : {std::pair<size_t, size_t>{0, nan_lo}, {nan_hi, out.size()}}) {
+          const auto cmp =
+              reference::CompareBf16(absl::MakeSpan(out).subspan(lo, hi - lo),
+                                     absl::MakeSpan((*db)->ref_out).subspan(lo, hi - lo));
+          EXPECT_TRUE(cmp.Passes(OutputTolerance(c))) << r->spec << "\n  " << cmp.ToString();
+        }
       }
     }
   }
