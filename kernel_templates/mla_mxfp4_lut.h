@@ -114,44 +114,4 @@ MLA_HOST_DEVICE constexpr int MlaMxShiftedExponent(int scale_code, int tile_max_
 }
 MLA_HOST_DEVICE constexpr int MlaMxTileExponent(int tile_max_code) { return tile_max_code - 133; }
 
-// Most blocks need no rounding at all: where the block's shifted exponent e
-// is at least -5, each of its seven nonzero magnitudes m x 2^e (0.5 x 2^e at
-// the least) is a normal e4m3 number, whose code is m's code at e = 0 plus
-// 8 e (the exponent field is bits 3-6). Codes at e = 0: 0.5 -> 0x30, 1 ->
-// 0x38, 1.5 -> 0x3c, 2 -> 0x40, 3 -> 0x44, 4 -> 0x48, 6 -> 0x4c; adding 8 e
-// to every byte but entry 0's (zero stays zero) borrows or carries across
-// no byte for e in [-5, 6]. So the table is two multiply-adds of the scale
-// code, whose addends depend on the tile alone, where the rounded table
-// takes four float products, four conversions and the scale's float (16
-// instructions a block against 3, RESULTS.md v64). A NaN scale (0xff, then
-// also the tile's largest) keeps the rounded table, whose entries are NaN.
-// What a tile's blocks share: the table at scale code 0, modulo 2^32, and
-// the least scale code whose block takes the shifted table (above every
-// code when the tile's largest is NaN).
-struct MlaMxE4m3ShiftBase {
-  unsigned t0, t1, lowest;
-};
-MLA_HOST_DEVICE inline unsigned MlaOpaque(unsigned x) {
-#if defined(__CUDA_ARCH__)
-  // Hides x's origin from the compiler, which would otherwise fold the
-  // tile's addend back into every block (a register copy of each constant
-  // and an add, 4 instructions a block).
-  asm("mov.b32 %0, %0;\n" : "+r"(x));
-#endif
-  return x;
-}
-MLA_HOST_DEVICE inline MlaMxE4m3ShiftBase MlaMxE4m3ShiftBaseOf(int tile_max_code) {
-  const unsigned e0 = static_cast<unsigned>(6 - tile_max_code);  // e at scale code 0
-  return {MlaOpaque(0x3c383000u + e0 * 0x08080800u), MlaOpaque(0x4c484440u + e0 * 0x08080808u),
-          MlaOpaque(tile_max_code == 0xff ? 0x100u : static_cast<unsigned>(tile_max_code - 11))};
-}
-MLA_HOST_DEVICE inline bool MlaMxE4m3TableIsShift(unsigned scale_code,
-                                                  const MlaMxE4m3ShiftBase& base) {
-  return static_cast<int>(scale_code) >= static_cast<int>(base.lowest);  // e >= -5, not NaN
-}
-MLA_HOST_DEVICE inline MlaMxE4m3Table MlaMxE4m3TableByShift(unsigned scale_code,
-                                                            const MlaMxE4m3ShiftBase& base) {
-  return {scale_code * 0x08080800u + base.t0, scale_code * 0x08080808u + base.t1};
-}
-
 #endif  // MLAJIT_KERNEL_TEMPLATES_MLA_MXFP4_LUT_H_

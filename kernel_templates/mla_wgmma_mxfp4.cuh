@@ -135,23 +135,19 @@ MLA_INLINE u32 MxShareMaxScale(const MxShare& sh) {
 // chunk each) reach 8 different bank groups in both swizzles.
 MLA_INLINE void StoreMxShare(const MxShare& sh, u8* dst, int tid, u32 tile_max) {
   const int tok = tid % TILE, half = tid / TILE;
-  const MlaMxE4m3ShiftBase shift_base = MlaMxE4m3ShiftBaseOf(static_cast<int>(tile_max));
 #pragma unroll
   for (int k = 0; k < MX_SHARE_BLOCKS; ++k) {
     const int blk = MX_SHARE_BLOCKS * half + k;
     uint4 w[2] = {};  // chunks 2 blk and 2 blk + 1
     if (sh.live) {
-      const u32 scale = MlaPrmt(sh.scale[k / 4], 0u, 0x4440u | (k % 4));  // byte k % 4
-      MlaMxE4m3Table table = MlaMxE4m3TableByShift(scale, shift_base);
-      if (!MlaMxE4m3TableIsShift(scale, shift_base)) {
-        // Rounded to e4m3's subnormals, or NaN: 2^e for e in [-40, -6], a
-        // normal float's exponent field.
-        const int e = MlaMxShiftedExponent(static_cast<int>(scale), static_cast<int>(tile_max));
-        const float f = scale == 0xffu ? __uint_as_float(0x7fc00000u)
-                                       : __uint_as_float(static_cast<u32>(e + 127) << 23);
-        table = MlaMxE4m3TableFromPairs(E4m3x2(0.0f * f, 0.5f * f), E4m3x2(f, 1.5f * f),
-                                        E4m3x2(2.0f * f, 3.0f * f), E4m3x2(4.0f * f, 6.0f * f));
-      }
+      const u32 scale = (sh.scale[k / 4] >> (8 * (k % 4))) & 0xffu;
+      // 2^e for e in [-40, 6]: a normal float's exponent field.
+      const int e = MlaMxShiftedExponent(static_cast<int>(scale), static_cast<int>(tile_max));
+      const float f = scale == 0xffu ? __uint_as_float(0x7fc00000u)
+                                     : __uint_as_float(static_cast<u32>(e + 127) << 23);
+      const MlaMxE4m3Table table =
+          MlaMxE4m3TableFromPairs(E4m3x2(0.0f * f, 0.5f * f), E4m3x2(f, 1.5f * f),
+                                  E4m3x2(2.0f * f, 3.0f * f), E4m3x2(4.0f * f, 6.0f * f));
       u32 c[8];
 #pragma unroll
       for (int i = 0; i < 4; ++i) {

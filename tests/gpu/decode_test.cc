@@ -328,14 +328,14 @@ TEST_F(GpuDecodeTest, Mxfp4SwapAbTilesEveryPageSizeAndQMode) {
 }
 
 TEST_F(GpuDecodeTest, Mxfp4BlocksAtEveryDistanceFromTheirTilesLargest) {
-  // The converting warpgroups build a block's e4m3 table two ways
-  // (mla_mxfp4_lut.h): by shifting codes where the block's scale is within 11
-  // powers of two of its tile's largest, by rounding to e4m3 (subnormals,
-  // zero) below that. Generated KV has nearly equal scales, so every block
-  // takes the shift; here a quarter of the blocks keep their scale and the
-  // rest move 1-11, 12-30 or 31-60 powers of two down, so that both tables,
-  // and both in one warp, meet the reference (which decodes every scale
-  // exactly). 16- and 32-row tiles, flat and paged (records copied one by one).
+  // The converting warpgroups bring a tile's blocks to its largest scale
+  // (mla_mxfp4_lut.h): blocks within 14 powers of two of it convert exactly,
+  // those below round to e4m3's subnormals or to zero. Generated KV has
+  // nearly equal scales, so no block goes below; here a quarter of the blocks
+  // keep their scale and the rest move 1-11, 12-30 or 31-60 powers of two
+  // down, exact, rounded and flushed blocks side by side in one warp, against
+  // the reference (which decodes every scale exactly). 16- and 32-row tiles,
+  // flat and paged (records copied one by one).
   for (const char* tiles : {"16,64,12,2,1", "32,64,8,2,1"}) {
     if (std::string(tiles) == "16,64,12,2,1" && !OnHopper(*harness_)) continue;
     ScopedEnv env("MLAJIT_TILES", tiles);

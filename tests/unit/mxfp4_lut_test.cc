@@ -90,10 +90,10 @@ TEST(Mxfp4Lut, SignedZeroAndNanScale) {
 
 // ---- e4m3 tiles: a tile-wide power-of-two shift, then one byte per element ----
 
-// The kernel's rounded table (mla_wgmma_mxfp4.cuh), with the reference's
+// As the kernel builds it (mla_wgmma_mxfp4.cuh), with the reference's
 // rounding to e4m3 (nearest even, saturating, NaN kept) in place of
 // cvt.rn.satfinite.e4m3x2.f32.
-MlaMxE4m3Table RoundedE4m3TableFor(uint8_t scale_code, uint8_t tile_max_code) {
+MlaMxE4m3Table E4m3TableFor(uint8_t scale_code, uint8_t tile_max_code) {
   const float f = scale_code == 0xff
                       ? std::nanf("")
                       : std::ldexp(1.0f, MlaMxShiftedExponent(scale_code, tile_max_code));
@@ -103,44 +103,6 @@ MlaMxE4m3Table RoundedE4m3TableFor(uint8_t scale_code, uint8_t tile_max_code) {
   };
   return MlaMxE4m3TableFromPairs(pair(0.0f, 0.5f), pair(1.0f, 1.5f), pair(2.0f, 3.0f),
                                  pair(4.0f, 6.0f));
-}
-
-// The table as the kernel chooses it: shifted where the rule allows, rounded
-// elsewhere.
-MlaMxE4m3Table E4m3TableFor(uint8_t scale_code, uint8_t tile_max_code) {
-  const MlaMxE4m3ShiftBase base = MlaMxE4m3ShiftBaseOf(tile_max_code);
-  return MlaMxE4m3TableIsShift(scale_code, base) ? MlaMxE4m3TableByShift(scale_code, base)
-                                                 : RoundedE4m3TableFor(scale_code, tile_max_code);
-}
-
-// The shifted table is the rounded one, byte for byte, for every pair of
-// codes the rule gives it (a block at most 11 powers of two below the tile's
-// largest, no NaN), and the rule's bound is tight: one power of two lower,
-// the smallest magnitude is an e4m3 subnormal, which the shift cannot make.
-TEST(Mxfp4Lut, ShiftedE4m3TableIsTheRoundedOneWhereverItIsTaken) {
-  int shifted = 0;
-  for (int top = 0; top < 256; ++top) {
-    const uint8_t tile_max = static_cast<uint8_t>(top);
-    const MlaMxE4m3ShiftBase base = MlaMxE4m3ShiftBaseOf(top);
-    for (int s = 0; s <= top; ++s) {
-      const uint8_t scale_code = static_cast<uint8_t>(s);
-      const bool taken = MlaMxE4m3TableIsShift(scale_code, base);
-      EXPECT_EQ(taken, top != 0xff && s + 11 >= top) << "scale " << s << " tile max " << top;
-      if (!taken) continue;
-      ++shifted;
-      const MlaMxE4m3Table want = RoundedE4m3TableFor(scale_code, tile_max);
-      const MlaMxE4m3Table got = MlaMxE4m3TableByShift(scale_code, base);
-      EXPECT_EQ(got.t0, want.t0) << std::hex << "scale " << s << " tile max " << top;
-      EXPECT_EQ(got.t1, want.t1) << std::hex << "scale " << s << " tile max " << top;
-    }
-    if (top >= 12 && top != 0xff) {
-      const uint8_t below = static_cast<uint8_t>(top - 12);
-      EXPECT_FALSE(MlaMxE4m3TableIsShift(below, base));
-      EXPECT_NE(MlaMxE4m3TableByShift(below, base).t0, RoundedE4m3TableFor(below, tile_max).t0)
-          << "tile max " << top;
-    }
-  }
-  EXPECT_EQ(shifted, 12 * 255 - 66);  // 12 codes under each finite tile max, fewer below 11
 }
 
 // Element e of x through the table, as a value (times the tile's power of
