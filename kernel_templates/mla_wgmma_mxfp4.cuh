@@ -145,9 +145,9 @@ MLA_INLINE void StoreMxShare(const MxShare& sh, u8* dst, int tid, u32 tile_max) 
       const int e = MlaMxShiftedExponent(static_cast<int>(scale), static_cast<int>(tile_max));
       const float f = scale == 0xffu ? __uint_as_float(0x7fc00000u)
                                      : __uint_as_float(static_cast<u32>(e + 127) << 23);
-      const MlaMxE4m3Table table =
-          MlaMxE4m3TableFromPairs(E4m3x2(0.0f * f, 0.5f * f), E4m3x2(f, 1.5f * f),
-                                  E4m3x2(2.0f * f, 3.0f * f), E4m3x2(4.0f * f, 6.0f * f));
+      const MlaMxE4m3Table table = MlaMxE4m3TableFromPairs(
+          E4m3x2(0.0f * f, 0.5f * f), E4m3x2(f, 1.5f * f), E4m3x2(2.0f * f, 3.0f * f),
+          E4m3x2(4.0f * f, 6.0f * f));
       u32 c[8];
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
