@@ -52,12 +52,6 @@ constexpr float FP8_MAX = 448.0f;
 // merging each item as soon as its splits are stored could take off at most
 #define MLA_ABLATE_MERGE_WAIT_LAST 0
 #endif
-#ifndef MLA_PREFETCH_FIRST_TILES
-// Flat KV with a host-built plan: before its wait for the previous kernel, a
-// decode CTA pulls its first item's first two tiles into L2
-// (MlaPrefetchFirstTiles); 0 turns it off (the A/B switch).
-#define MLA_PREFETCH_FIRST_TILES 1
-#endif
 #ifndef MLA_ABLATE_PROXY_FENCES
 #define MLA_ABLATE_PROXY_FENCES 0  // warpgroup-MMA paths: no generic-to-async proxy fence
 #endif
@@ -169,39 +163,6 @@ MLA_INLINE void MlaGridDependencySync() {
 #if !MLA_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
-}
-
-// Every decode CTA starts by loading Q and its first KV tiles, all CTAs at
-// once: a burst that DRAM serves in several microseconds (RESULTS.md v20,
-// v64), and which only starts once the wait above has returned. Launched as a
-// programmatic dependent, the CTA is resident well before that (2.4-2.7 µs
-// in back-to-back calls, v63), so one warp uses the time to ask L2 for the
-// first two tiles of the CTA's first item. Safe before the wait only where
-// nothing it reads can be the previous kernel's output: a host-built plan
-// (its records were copied before the previous kernel ran; a device-built
-// plan's are that kernel's output) and flat KV (a page table may be written
-// by the previous kernel, and a stale page id would address memory outside
-// the cache). The KV bytes themselves may be: a prefetch into L2 only moves
-// lines into the cache that every later read and write goes through, so a
-// line the previous kernel writes afterwards is simply read as written.
-// Q is not prefetched: it is usually what the previous kernel writes.
-MLA_INLINE void MlaPrefetchFirstTiles(const MlaDecodeParams& p) {
-#if !MLA_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if (!MLA_PREFETCH_FIRST_TILES || PAGE_SIZE != 0 || p.plan_counters != nullptr) return;
-  if (threadIdx.x >= 32) return;
-  const int begin = p.work_indptr[blockIdx.x];
-  if (begin >= p.work_indptr[blockIdx.x + 1]) return;
-  const MlaWorkItem* item = p.work + begin;
-  const int lo = item->kv_start, base = item->seq_info.kv_base;
-  const int hi = min(item->kv_end, lo + 128);  // two 64-token tiles
-  constexpr int TOKEN_BYTES = KvTokenBytes<KV_FORMAT>::value;
-  const char* first =
-      static_cast<const char*>(p.kv) + static_cast<long long>(base + lo) * TOKEN_BYTES;
-  const long long bytes = static_cast<long long>(hi - lo) * TOKEN_BYTES;
-  for (long long off = 128LL * threadIdx.x; off < bytes; off += 32 * 128) {
-    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(first + off));
-  }
 #endif
 }
 
