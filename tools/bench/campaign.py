@@ -43,7 +43,9 @@ Stages (ARGS after the first colon):
   ncu:CASE@KERNEL       Nsight Compute on one steady-state launch of CASE's
                         decode or merge kernel (KERNEL: decode, merge): speed
                         of light, memory, occupancy, warp stalls ($NCU, else
-                        ncu on the PATH; clocks and caches left alone)
+                        ncu on the PATH; clocks and caches left alone); the
+                        report, its details, its per-instruction table and
+                        that table per warp role (ncu_source.py)
 Standard library only.
 """
 import argparse
@@ -63,7 +65,7 @@ TIMELINE_PATHS = ("ws", "seesaw", "two-stage", "swap-ab")
 TIMELINE_LAUNCH = "151"  # the stamped launch: past the bench's warm-up calls
 NCU_KERNELS = {"decode": "mla_decode_kernel", "merge": "mla_combine_kernel"}
 NCU_SECTIONS = ("SpeedOfLight", "MemoryWorkloadAnalysis", "Occupancy", "WarpStateStats",
-                "SchedulerStats", "LaunchStats")
+                "SchedulerStats", "LaunchStats", "SourceCounters")
 NCU_LAUNCH_SKIP = "50"  # a launch of the timed calls, past the first call's compile
 # Every stall reason, as warps stalled per issued instruction: the sections
 # name only the top one, and "no_instruction" (fetch, instruction-cache
@@ -214,11 +216,20 @@ def plan_stage(index, spec, args):
         # Caches are left as the launch before left them: the merge reads
         # partials the decode has just written into L2, and ncu's default
         # flush before each pass would serve them from DRAM instead.
-        stage.add([os.environ.get("NCU", "ncu"), "--clock-control", "none", "--cache-control",
+        ncu = os.environ.get("NCU", "ncu")
+        stage.add([ncu, "--clock-control", "none", "--cache-control",
                    "none", "--kernel-name",
                    "regex:" + NCU_KERNELS[which], "--launch-skip", NCU_LAUNCH_SKIP,
                    "--launch-count", "1"] + sections + ["--metrics", NCU_STALLS]
+                  + ["-f", "-o", stage.slug]
                   + [bench, "--case", case, "--no-check", "--runs", "100"])
+        report = stage.slug + ".ncu-rep"
+        stage.add([ncu, "--import", report, "--page", "details"], out=stage.slug + "-details.txt")
+        # Per instruction: which warp role issues and stalls where (v64).
+        stage.add([ncu, "--import", report, "--page", "source", "--csv", "--print-source", "sass"],
+                  out=stage.slug + "-source.csv")
+        stage.add([sys.executable, os.path.join(BENCH_DIR, "ncu_source.py"),
+                   stage.slug + "-source.csv"], out=stage.slug + "-roles.txt")
     else:
         raise SpecError(f"stage '{spec}': unknown stage '{kind}' (build, tests, standing, "
                         "timeline, probes, ab, sweep, ablate, schedule, ncu)")

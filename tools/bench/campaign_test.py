@@ -5,6 +5,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import tempfile
 import unittest
 
@@ -48,13 +49,21 @@ class PlanTest(unittest.TestCase):
     def test_ncu_profiles_one_steady_launch_of_the_named_kernel(self):
         rc, lines = dry_run("ncu:4,4,8192,32,bf16@merge")
         self.assertEqual(rc, 0)
-        self.assertEqual(len(lines), 1)
+        self.assertEqual(len(lines), 4)
         self.assertRegex(lines[0], r"^\[ncu\] ncu --clock-control none --cache-control none --kernel-name "
                                    r"regex:mla_combine_kernel --launch-skip 50 --launch-count 1 ")
         self.assertIn("--section MemoryWorkloadAnalysis", lines[0])
         self.assertIn("--metrics 'regex:^smsp__average_warps_issue_stalled_.*_per_issue_active\\.ratio$'",
                       lines[0])
         self.assertIn("/b/tools/bench/mlajit_bench --case 4,4,8192,32,bf16 --no-check", lines[0])
+        self.assertIn("--section SourceCounters", lines[0])
+        # The report, then its details, its per-instruction table, and that
+        # table per warp role.
+        self.assertRegex(lines[0], r" -f -o (\S+) /b/")
+        report = re.search(r" -f -o (\S+) /b/", lines[0]).group(1) + ".ncu-rep"
+        self.assertIn(f"ncu --import {report} --page details >", lines[1])
+        self.assertIn(f"ncu --import {report} --page source --csv --print-source sass > ", lines[2])
+        self.assertRegex(lines[3], r"ncu_source\.py \S+-source\.csv > \S+-roles\.txt")
         _, lines = dry_run("ncu:32,4,1024,16@decode")
         self.assertIn("regex:mla_decode_kernel ", lines[0])
 
