@@ -100,7 +100,7 @@ def regions(table, cuts=()):
     while i < len(table):
         if opcode(table[i]["source"]) == "USETMAXREG":
             end = next((j for j in range(i, len(table))
-                        if table[j]["source"].split()[0] == "EXIT"), len(table) - 1)
+                        if table[j]["source"].split()[:1] == ["EXIT"]), len(table) - 1)
             roles.append((i, end))
             i = end + 1
         else:
@@ -112,14 +112,15 @@ def regions(table, cuts=()):
             names[j] = f"role {n + 1}"
     for j in range(roles[0][0]):
         names[j] = "prologue"
-    # Between and after the roles: the closing branch of each block says
-    # whose code it is.
+    # Between and after the roles: each block of unnamed rows, up to its
+    # first unpredicated branch, belongs to the role that branch returns to.
     by_absolute = {row["absolute"]: k for k, row in enumerate(table)}
-    for j in range(len(table)):
+    j = 0
+    while j < len(table):
         if names[j] is not None:
+            j += 1
             continue
-        k = j
-        owner = "other"
+        k, owner = j, "other"
         while k < len(table) and names[k] is None:
             src = table[k]["source"]
             m = BRANCH_TARGET.search(src)
@@ -127,9 +128,12 @@ def regions(table, cuts=()):
                 t = by_absolute.get(int(m.group(1), 16))
                 if t is not None and names[t] is not None:
                     owner = names[t]
+                k += 1
                 break
             k += 1
-        names[j] = owner
+        for b in range(j, k):
+            names[b] = owner
+        j = k
     return names
 
 
