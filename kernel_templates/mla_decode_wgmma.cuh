@@ -175,19 +175,29 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
       const u8* tile = sm.raw + tile_off;
       const Desc k128 = SwizzledDesc(tile, 16, 1024, 1);
       const Desc k64 = SwizzledDesc(tile + kMlaWgmmaFp8RopeBlock, 16, 512, 2);
-      float s8[N];  // NS / 2 used
+      // Step k accumulates into set k % S8_SETS (as for bf16 tiles below).
+      float s8s[S8_SETS][N];  // NS / 2 used
       Fence();
 #pragma unroll
       for (int k = 0; k < K8_STEPS; ++k) {
         const Desc a = k < 16 ? k128.At(MlaWgmmaFp8KStepOffset(k))
                               : k64.At(MlaWgmmaFp8KStepOffset(k) - kMlaWgmmaFp8RopeBlock);
         // (NS is 128 in the 64-row shapes, which compile this path but never run it)
-        mla_wgmma_ss::SsE4m3<ELIGIBLE ? NS : 16>(s8, a, q_desc.At(k * Q8_STEP_BYTES), k > 0);
+        mla_wgmma_ss::SsE4m3<ELIGIBLE ? NS : 16>(s8s[k % S8_SETS], a, q_desc.At(k * Q8_STEP_BYTES),
+                                                 k >= S8_SETS);
       }
       Commit();
       Wait<0>();
       TileStamp(stamps, mla_timeline::kSwSDone);
-      PinAccumulators(s8);
+#pragma unroll
+      for (int k = 0; k < S8_SETS; ++k) PinAccumulators(s8s[k]);
+      float s8[N];
+#pragma unroll
+      for (int i = 0; i < NS / 2; ++i) {
+        s8[i] = s8s[0][i];
+#pragma unroll
+        for (int k = 1; k < S8_SETS; ++k) s8[i] += s8s[k][i];
+      }
       // Columns 8 j + c of the low terms are columns 8 (j + N / 8) + c.
 #pragma unroll
       for (int i = 0; i < N / 2; ++i) {
@@ -195,18 +205,30 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
       }
     } else {
       // One bf16 product on the tile as stored: four k16 steps of 32 bytes
-      // in each of the nine 128-byte-swizzled blocks, Q^T alike.
+      // in each of the nine 128-byte-swizzled blocks, Q^T alike. Step k
+      // accumulates into set k % S_SETS: a small product's time is mostly
+      // its wait for the one before it into the same registers (one set:
+      // 1443 cycles for the 36, RESULTS.md v66).
       const Desc k128 = SwizzledDesc(sm.raw + tile_off, 16, 1024, 1);
+      float sets[S_SETS][N / 2];
       Fence();
 #pragma unroll
       for (int k = 0; k < K_STEPS; ++k) {
-        mla_wgmma_ss::SsBf16<ELIGIBLE ? N : 16>(sacc, k128.At(MlaRowsKStepOffset(k)),
-                                                q_desc.At(MlaWgmmaQ16KStepOffset(N, k)), k > 0);
+        mla_wgmma_ss::SsBf16<ELIGIBLE ? N : 16>(sets[k % S_SETS], k128.At(MlaRowsKStepOffset(k)),
+                                                q_desc.At(MlaWgmmaQ16KStepOffset(N, k)),
+                                                k >= S_SETS);
       }
       Commit();
       Wait<0>();
       TileStamp(stamps, mla_timeline::kSwSDone);
-      PinAccumulators(sacc);
+#pragma unroll
+      for (int k = 0; k < S_SETS; ++k) PinAccumulators(sets[k]);
+#pragma unroll
+      for (int i = 0; i < N / 2; ++i) {
+        sacc[i] = sets[0][i];
+#pragma unroll
+        for (int k = 1; k < S_SETS; ++k) sacc[i] += sets[k][i];
+      }
     }
 
     // ---- online softmax over the tile's tokens, per query row ----
