@@ -155,19 +155,16 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
     FenceProxyAsync();
     SyncMma();  // tile t landed everywhere; everyone is done with tile t-1
     TileStamp(stamps, mla_timeline::kSwTileSynced);
-    // The next tile's copies go out while S's products run: issued before
-    // S, thread 0's tensor copies (5 for fp8, 9 for bf16) held the whole
-    // warpgroup's S back by about 500 cycles a tile (RESULTS.md v66); issued
-    // after S's wait, the loads started as much later (v39).
-    const auto issue_next_tile = [&]() {
-      if (MX) return;
+    // (Issuing these copies after S instead, off warp 0's way to S, took
+    // 200 cycles off S and delayed the loads as much: RESULTS.md v39.)
+    if (!MX) {
       if (t + STAGES - 1 < num_tiles) {
         const int nb = (t + STAGES - 1) % STAGES;
         const bool tma = IssueKvTile(p, s, kv_lo + (t + STAGES - 1) * TILE, kv_hi, nb, sm);
         tma_tiles = (tma_tiles & ~(1u << nb)) | (static_cast<u32>(tma) << nb);
       }
       CpAsyncCommit();
-    };
+    }
     const int tile_off = buf * STAGE_BYTES;
 
     // ---- S^T = K Q^T: this warp's 16 tokens x N rows ----
@@ -190,7 +187,6 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
                                                  k >= S8_SETS);
       }
       Commit();
-      issue_next_tile();
       Wait<0>();
       TileStamp(stamps, mla_timeline::kSwSDone);
 #pragma unroll
@@ -223,7 +219,6 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
                                                 k >= S_SETS);
       }
       Commit();
-      issue_next_tile();
       Wait<0>();
       TileStamp(stamps, mla_timeline::kSwSDone);
 #pragma unroll
