@@ -175,29 +175,19 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
       const u8* tile = sm.raw + tile_off;
       const Desc k128 = SwizzledDesc(tile, 16, 1024, 1);
       const Desc k64 = SwizzledDesc(tile + kMlaWgmmaFp8RopeBlock, 16, 512, 2);
-      // Step k accumulates into set k % S8_SETS (as for bf16 tiles below).
-      float s8s[S8_SETS][N];  // NS / 2 used
+      float s8[N];  // NS / 2 used
       Fence();
 #pragma unroll
       for (int k = 0; k < K8_STEPS; ++k) {
         const Desc a = k < 16 ? k128.At(MlaWgmmaFp8KStepOffset(k))
                               : k64.At(MlaWgmmaFp8KStepOffset(k) - kMlaWgmmaFp8RopeBlock);
         // (NS is 128 in the 64-row shapes, which compile this path but never run it)
-        mla_wgmma_ss::SsE4m3<ELIGIBLE ? NS : 16>(s8s[k % S8_SETS], a, q_desc.At(k * Q8_STEP_BYTES),
-                                                 k >= S8_SETS);
+        mla_wgmma_ss::SsE4m3<ELIGIBLE ? NS : 16>(s8, a, q_desc.At(k * Q8_STEP_BYTES), k > 0);
       }
       Commit();
       Wait<0>();
       TileStamp(stamps, mla_timeline::kSwSDone);
-#pragma unroll
-      for (int k = 0; k < S8_SETS; ++k) PinAccumulators(s8s[k]);
-      float s8[N];
-#pragma unroll
-      for (int i = 0; i < NS / 2; ++i) {
-        s8[i] = s8s[0][i];
-#pragma unroll
-        for (int k = 1; k < S8_SETS; ++k) s8[i] += s8s[k][i];
-      }
+      PinAccumulators(s8);
       // Columns 8 j + c of the low terms are columns 8 (j + N / 8) + c.
 #pragma unroll
       for (int i = 0; i < N / 2; ++i) {

@@ -54,9 +54,8 @@ constexpr int NS = Q_SPLIT ? 2 * N : N;     // fp8: the wgmma N of S
 constexpr int K8_STEPS = HEAD_DIM_QK / 32;  // fp8: k32 steps of S
 constexpr int Q8_STEP_BYTES = NS * 32;      // fp8: one k32 step of Q^T
 constexpr float Q_LO_WEIGHT = 1.0f / 16.0f;
-// Independent accumulator sets of S (registers allowing): bf16 and e4m3 tiles.
+// bf16 tiles: independent accumulator sets of S (registers allowing).
 constexpr int S_SETS = N == 16 ? 4 : 2;
-constexpr int S8_SETS = N == 16 ? 2 : 1;
 // Tiles copied whole by tensor maps where the host encoded them
 // (MlaKvTensorMapsEligible; mla_wgmma_tma.cuh): fp8 and bf16.
 constexpr bool KV_TMA = MlaKvTensorMapsEligible(KV_FORMAT, BLOCK_M, BLOCK_N, NUM_WARPS, PAGE_SIZE);
