@@ -179,12 +179,7 @@ MLA_INLINE bool IssueKvTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j
                             int buf, const Smem& sm) {
   int slot = 0;
   if (TmaTile(p, s, j0, kv_hi, slot)) {
-    // bf16's nine copies from four warps; fp8's five from thread 0 (spread,
-    // they cost the 32-row kernel spills).
-    if (FP8 ? threadIdx.x == 0 : (threadIdx.x & 31) == 0) {
-      CopyKvTileTma(p, slot, sm.raw + buf * STAGE_BYTES, &sm.full[buf],
-                    FP8 ? -1 : static_cast<int>(threadIdx.x >> 5));
-    }
+    if (threadIdx.x == 0) CopyKvTileTma(p, slot, sm.raw + buf * STAGE_BYTES, &sm.full[buf]);
     return true;
   }
   if (j0 + TILE <= kv_hi) {

@@ -70,26 +70,19 @@ MLA_INLINE bool MayBeCpAsyncTile(const MlaDecodeParams& p, const MlaSeqInfo& s, 
 // The tile at `slot` (TmaTile) into `stage` (1024-byte aligned) in the
 // swap-AB stage layout: fp8 (MlaWgmmaFp8Offset) the four 128-byte-swizzled
 // blocks of 128 latent codes, then the 64-byte-swizzled rope block; bf16
-// (MlaRowsKvOffset) the nine 128-byte-swizzled blocks of 64 dims. Either one
-// thread calls it with warp = -1 and issues every copy, or lane 0 of each of
-// four warps calls it with its warp: copy j goes from warp (j + 1) % 4. Warp
-// 0 (or the one thread) first arms `bar` for the tile's bytes, its one
-// arrival (copies that land before it only take the phase's byte count
-// below zero). One thread issuing all nine bf16 copies held S back by about
-// 550 cycles a tile (RESULTS.md v66).
-MLA_INLINE void CopyKvTileTma(const MlaDecodeParams& p, int slot, u8* stage, u64* bar,
-                              int warp = -1) {
-  constexpr bool F8 = KV_FORMAT == KV_FORMAT_FP8;
-  constexpr int COPIES = F8 ? 5 : 9;
-  if (warp <= 0) MbarArriveExpectTx(bar, MlaWgmmaStageBytes(KV_FORMAT));
+// (MlaRowsKvOffset) the nine 128-byte-swizzled blocks of 64 dims. Arms `bar`
+// for the tile's bytes (one arrival). One thread calls it. (Spreading bf16's
+// nine copies over four warps did not shorten the S they overlap: RESULTS.md
+// v66.)
+MLA_INLINE void CopyKvTileTma(const MlaDecodeParams& p, int slot, u8* stage, u64* bar) {
+  MbarArriveExpectTx(bar, MlaWgmmaStageBytes(KV_FORMAT));
+  constexpr int BLOCKS = KV_FORMAT == KV_FORMAT_FP8 ? 4 : 9;
 #pragma unroll
-  for (int j = 0; j < COPIES; ++j) {
-    if (warp >= 0 && (j + 1) % 4 != warp) continue;
-    if (F8 && j == 4) {
-      TensorCopy2d(stage + kMlaWgmmaFp8RopeBlock, &p.kv_maps[1], 512, slot, bar);
-    } else {
-      TensorCopy2d(stage + 8192 * j, &p.kv_maps[0], 128 * j, slot, bar);
-    }
+  for (int i = 0; i < BLOCKS; ++i) {
+    TensorCopy2d(stage + 8192 * i, &p.kv_maps[0], 128 * i, slot, bar);
+  }
+  if (KV_FORMAT == KV_FORMAT_FP8) {
+    TensorCopy2d(stage + kMlaWgmmaFp8RopeBlock, &p.kv_maps[1], 512, slot, bar);
   }
 }
 
