@@ -106,12 +106,13 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
     for (int i = 0; i < N / 2; ++i) o[b][i] = 0.0f;
   }
 
-  // fp8 tiles of 16 rows: Q's loads go out first, before the item waits for
-  // shared memory and issues its first copies (they need only the item).
-  // Holding Q (36 registers a thread for 16 rows, 72 for 32) across the
-  // copies' issue spilled the 32-row kernels and those of bf16 and MXFP4
-  // tiles (timed: bf16 0.7 us slower, MXFP4 6 us; RESULTS.md v40).
-  constexpr bool Q_FIRST = FP8 && N == 16;
+  // fp8 and bf16 tiles of 16 rows: Q's loads go out first, before the item
+  // waits for shared memory and issues its first copies (they need only the
+  // item). Holding Q (36 registers a thread for 16 rows, 72 for 32) across
+  // the copies' issue spilled the 32-row kernels and those of MXFP4 tiles
+  // (timed: MXFP4 6 us slower; RESULTS.md v40), and bf16's until its S took
+  // K through descriptors (v66).
+  constexpr bool Q_FIRST = !MX && N == 16;
   QRows q_rows;
   if (Q_FIRST && num_tiles > 0) q_rows = LoadQRows(p, s, item.row_start);
   if (KV_TMA) FenceProxyAsync();  // the epilogue's staged rows -> tensor copies
