@@ -12,31 +12,28 @@
 //   O^T [512 dims  x N rows] += V^T[512 x 64] . P^T [64 x N]
 // One CTA is one warpgroup (4 warps); two CTAs share an SM for fp8.
 //
-// fp8 KV: S^T is one e4m3 product with both operands in shared memory: K is
-// the tile as stored (in 128- and 64-byte swizzles, which the copy writes),
-// Q^T its e4m3 codes. a8 has them already; bf16 Q is split into two e4m3
-// terms, hi + lo / 16, which hold the tile's bf16 values exactly from 2^-13
-// of their largest magnitude up, and which S computes side by side as 2N
-// columns. (S used to convert each K byte to f16 in registers, 12 dependent
-// rounds of loads, conversions and MMAs per tile.)
+// S^T is one product with both operands in shared memory, K the tile as
+// stored (in the 128-byte swizzle, fp8's rope block in the 64-byte one,
+// which the copies write):
+//   - fp8 KV: an e4m3 product, Q^T its e4m3 codes. a8 has them already; bf16
+//     Q is split into two e4m3 terms, hi + lo / 16, which hold the tile's
+//     bf16 values exactly from 2^-13 of their largest magnitude up, and which
+//     S computes side by side as 2N columns. (S used to convert each K byte
+//     to f16 in registers, 12 dependent rounds of loads, conversions and MMAs
+//     per tile.)
+//   - bf16 KV: a bf16 product, Q^T in the 128-byte swizzle too. (Until v66
+//     K came from registers, 36 chained products behind their shared loads:
+//     about 1800 cycles a tile against fp8's 600-1000.)
 //
-// The other A operands (V^T; K of 16-bit tiles) come from registers: each
-// thread reads the tile bytes it needs with 16-byte shared loads (and
-// converts fp8 -> f16 on the way), so every KV byte is read from shared
-// memory once per product and never written back converted. Two
-// permutations make those loads contiguous; both are fixed at compile time
-// and undone where the data enters or leaves:
-//   - QK^T sums over the 576 dims in any order: a thread's 16-byte load feeds
-//     whole k-steps, and Q is stored in that order (MlaWgmmaQOffset).
-//   - P V: a thread's M rows (output dims) are chosen so that its 16 output
-//     dims are consecutive (MlaWgmmaOutDim); the epilogue writes them back in
-//     place.
-// 16-bit staging tiles keep tokens whole but swizzle their 16-byte chunks
-// (MlaWgmmaChunkSlot), so that those loads are free of bank conflicts, as
-// are fp8's V loads from the swizzled blocks. The index maps live in
-// mla_wgmma_layout.h, where the CPU tests check them.
-// B operands (Q^T, P^T) live in shared memory in the no-swizzle core-matrix
-// layout (8 rows x 16 bytes per core matrix) and are read through descriptors.
+// P V's A operand (V^T) comes from registers: each thread reads the tile
+// bytes it needs with 16-byte shared loads (and converts fp8 -> f16 on the
+// way), so every KV byte is read from shared memory once per product and
+// never written back converted. A thread's M rows (output dims) are chosen
+// so that its loads are whole 16-byte chunks (MlaWgmmaOutDim), which the
+// epilogue writes back in place. The index maps live in mla_wgmma_layout.h,
+// where the CPU tests check them.
+// P^T lives in shared memory in the no-swizzle core-matrix layout (8 rows x
+// 16 bytes per core matrix) and is read through a descriptor.
 //
 // Shared memory: MlaWgmmaSmemBytes() in mla_params.h (host and device agree).
 // Files: mla_wgmma_common.cuh (constants, wgmma primitives), mla_wgmma_loads.cuh
@@ -109,12 +106,13 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
     for (int i = 0; i < N / 2; ++i) o[b][i] = 0.0f;
   }
 
-  // fp8 tiles of 16 rows: Q's loads go out first, before the item waits for
-  // shared memory and issues its first copies (they need only the item).
-  // Holding Q (36 registers a thread for 16 rows, 72 for 32) across the
-  // copies' issue spilled the 32-row kernels and those of bf16 and MXFP4
-  // tiles (timed: bf16 0.7 us slower, MXFP4 6 us; RESULTS.md v40).
-  constexpr bool Q_FIRST = FP8 && N == 16;
+  // fp8 and bf16 tiles of 16 rows: Q's loads go out first, before the item
+  // waits for shared memory and issues its first copies (they need only the
+  // item). Holding Q (36 registers a thread for 16 rows, 72 for 32) across
+  // the copies' issue spilled the 32-row kernels and those of MXFP4 tiles
+  // (timed: MXFP4 6 us slower; RESULTS.md v40), and bf16's until its S took
+  // K through descriptors (v66).
+  constexpr bool Q_FIRST = !MX && N == 16;
   QRows q_rows;
   if (Q_FIRST && num_tiles > 0) q_rows = LoadQRows(p, s, item.row_start);
   if (KV_TMA) FenceProxyAsync();  // the epilogue's staged rows -> tensor copies
@@ -133,9 +131,9 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
   }
   next_seq = LoadSeq(p, next);
   ItemStamp(stamps, mla_timeline::kSwQLoaded);
-  const KAddr k_addr = MakeKAddr(sm.raw, warp, r, quad);
   const VAddr v_addr = MakeVAddr(sm.raw, warp, r, quad);
-  const Desc q_desc = StepDesc(sm.q), p_desc = StepDesc(sm.p);
+  const Desc q_desc = E4M3_TILES ? StepDesc(sm.q) : SwizzledDesc(sm.q, 16, 1024, 1);
+  const Desc p_desc = StepDesc(sm.p);
 
   for (int t = 0; t < num_tiles; ++t) {
     const int buf = MX ? MxBuffer(g) : t % STAGES;
@@ -197,25 +195,24 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
         sacc[i] = Q_SPLIT ? s8[i] + s8[i + N / 2] * Q_LO_WEIGHT : s8[i];
       }
     } else {
-      // k-step k accumulates into set k % S_SETS: S_SETS independent chains of
-      // small MMAs instead of one chain of 36 (each waits for its predecessor).
+      // One bf16 product on the tile as stored: four k16 steps of 32 bytes
+      // in each of the nine 128-byte-swizzled blocks, Q^T alike. Step k
+      // accumulates into set k % S_SETS. (Measured: the sets leave S's time
+      // as it was with one, about 880 cycles alone and 1430 beside the next
+      // tile's copies landing, RESULTS.md v66, but the kernel of 16 rows
+      // then takes 210 registers instead of 254.)
+      const Desc k128 = SwizzledDesc(sm.raw + tile_off, 16, 1024, 1);
       float sets[S_SETS][N / 2];
-      KRaw k_next = LoadK(k_addr, tile_off, 0);
+      Fence();
 #pragma unroll
-      for (int kb = 0; kb < K_BLOCKS; ++kb) {
-        u32 a[STEPS_PER_LOAD][4];
-        KFragments(k_next, a);
-        if (kb + 1 < K_BLOCKS) k_next = LoadK(k_addr, tile_off, kb + 1);  // in flight during MMAs
-        Fence();
-#pragma unroll
-        for (int i = 0; i < STEPS_PER_LOAD; ++i) {
-          const int k = kb * STEPS_PER_LOAD + i;
-          Mma(sets[k % S_SETS], a[i], q_desc.At(k * STEP_BYTES), k >= S_SETS);
-        }
-        Commit();
-        Wait<1>();
+      for (int k = 0; k < K_STEPS; ++k) {
+        mla_wgmma_ss::SsBf16<ELIGIBLE ? N : 16>(sets[k % S_SETS], k128.At(MlaRowsKStepOffset(k)),
+                                                q_desc.At(MlaWgmmaQ16KStepOffset(N, k)),
+                                                k >= S_SETS);
       }
+      Commit();
       Wait<0>();
+      TileStamp(stamps, mla_timeline::kSwSDone);
 #pragma unroll
       for (int k = 0; k < S_SETS; ++k) PinAccumulators(sets[k]);
 #pragma unroll
@@ -356,10 +353,7 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
   // places 64 bytes apart; a probe timed those stores at 2.1 us of the 2.5 us
   // after the last tile (tools/bench/RESULTS.md v17).
   // Partials are kept before kv_scale (mla_common.cuh).
-  const float v_scale = FP8 && item.partial < 0 ? p.kv_scale
-                        : MX                        ? ldexpf(1.0f, frame)
-                                                    : 1.0f;
-  const int dim0 = MlaWgmmaOutDimBase(warp, lane);
+  const float v_scale = FP8 && item.partial < 0 ? p.kv_scale : MX ? ldexpf(1.0f, frame) : 1.0f;
   float* staged = reinterpret_cast<float*>(sm.raw + (MX ? MxBuffer(g) * STAGE_BYTES : 0));
   // Every row's sum before any store (the compiler cannot move these loads
   // above the staging stores, which it cannot prove apart from red), and the
@@ -384,7 +378,8 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
 #pragma unroll
     for (int b = 0; b < 8; b += 2) {
       const float x = inv[c];
-      *reinterpret_cast<float4*>(row + MlaWgmmaStagedChunk(dim0 / 4 + b / 2)) =
+      const int q4 = MlaWgmmaOutChunk(KV_FORMAT, warp, lane, b);
+      *reinterpret_cast<float4*>(row + MlaWgmmaStagedChunk(KV_FORMAT, q4)) =
           make_float4(o[b][4 * j + e] * x, o[b][4 * j + 2 + e] * x, o[b + 1][4 * j + e] * x,
                       o[b + 1][4 * j + 2 + e] * x);
     }
@@ -407,7 +402,7 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
     for (int n = 0; n < N; ++n) {
       StorePartial4(p.partial_o, e + n * HEAD_DIM_V + 4 * threadIdx.x,
                     *reinterpret_cast<const float4*>(staged + n * EPILOGUE_STRIDE +
-                                                     MlaWgmmaStagedChunk(threadIdx.x)));
+                                                     MlaWgmmaStagedChunk(KV_FORMAT, threadIdx.x)));
     }
   } else {
     // The tile's rows below rows_total are consecutive rows of out: two rows of
@@ -420,8 +415,10 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
     for (int n = half; n < N; n += 2) {
       if (n >= rows) break;
       const float* from = staged + n * EPILOGUE_STRIDE;
-      const float4 a = *reinterpret_cast<const float4*>(from + MlaWgmmaStagedChunk(d8 / 4));
-      const float4 b = *reinterpret_cast<const float4*>(from + MlaWgmmaStagedChunk(d8 / 4 + 1));
+      const float4 a =
+          *reinterpret_cast<const float4*>(from + MlaWgmmaStagedChunk(KV_FORMAT, d8 / 4));
+      const float4 b =
+          *reinterpret_cast<const float4*>(from + MlaWgmmaStagedChunk(KV_FORMAT, d8 / 4 + 1));
       *reinterpret_cast<uint4*>(out + n * HEAD_DIM_V + d8) =
           make_uint4(PackBf16x2(a.x, a.y), PackBf16x2(a.z, a.w), PackBf16x2(b.x, b.y),
                      PackBf16x2(b.z, b.w));

@@ -207,7 +207,7 @@ MLA_HOST_DEVICE constexpr int MlaWgmmaRowsWsSmemBytes(int stages) {
 // Whether the kernel copies whole tiles with tensor maps (TMA, completing on
 // an mbarrier) instead of cp.async of 16 bytes a thread: the swap-AB and
 // warp-specialised paths with fp8 KV (five copies into the fp8 stage layout
-// of mla_wgmma_layout.h), and the 64-row path with bf16 KV (the seesaw's
+// of mla_wgmma_layout.h), and the swap-AB and 64-row paths with bf16 KV (nine
 // blocks of 64 dims, mla_wgmma_rows_layout.h), flat or in pages of a
 // multiple of 64 tokens, so that a tile of 64 tokens starting on a multiple
 // of 64 is 64 consecutive slots. The host encodes MlaDecodeParams::kv_maps
@@ -218,7 +218,8 @@ MLA_HOST_DEVICE constexpr bool MlaKvTensorMapsEligible(int kv_format, int block_
                                                        int num_warps, int page_size) {
   return ((kv_format == 1 && (MlaWgmmaEligible(kv_format, block_m, block_n, num_warps) ||
                               MlaWgmmaRowsWsEligible(kv_format, block_m, block_n, num_warps))) ||
-          (kv_format == 0 && MlaWgmmaRowsEligible(kv_format, block_m, block_n, num_warps))) &&
+          (kv_format == 0 && (MlaWgmmaEligible(kv_format, block_m, block_n, num_warps) ||
+                              MlaWgmmaRowsEligible(kv_format, block_m, block_n, num_warps)))) &&
          (page_size == 0 || page_size % 64 == 0);
 }
 
@@ -250,12 +251,13 @@ MLA_HOST_DEVICE constexpr int MlaWgmmaMxTileBytes(int block_m) {
 // stages (MXFP4: two e4m3 tiles and the stages as stored), P^T (block_m x 64
 // 16-bit), 4 x block_m floats of row statistics, and for MXFP4 four
 // mbarriers, the two tiles' shifts and the converters' per-warp maxima (72
-// bytes), for fp8 one mbarrier per stage (tensor-map copies).
+// bytes), for fp8 and bf16 one mbarrier per stage (tensor-map copies).
 MLA_HOST_DEVICE constexpr int MlaWgmmaSmemBytes(int kv_format, int block_m, int stages) {
   return block_m * 576 * 2 +
-         (kv_format == 2 ? 2 * MlaWgmmaMxTileBytes(block_m) + stages * 64 * MlaRawTokenStride(2) + 72
-                         : stages * 64 * MlaWgmmaTokenStride(kv_format)) +
-         block_m * 64 * 2 + 4 * block_m * 4 + (kv_format == 1 ? stages * 8 : 0);
+         (kv_format == 2
+              ? 2 * MlaWgmmaMxTileBytes(block_m) + stages * 64 * MlaRawTokenStride(2) + 72
+              : stages * 64 * MlaWgmmaTokenStride(kv_format)) +
+         block_m * 64 * 2 + 4 * block_m * 4 + (kv_format != 2 ? stages * 8 : 0);
 }
 
 // Dynamic shared memory of the portable path (mla_decode_portable.cuh).

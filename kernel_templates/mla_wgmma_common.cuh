@@ -29,11 +29,7 @@ constexpr bool MX = KV_FORMAT == KV_FORMAT_MXFP4;
 // The products read e4m3 tiles: fp8 as stored, MXFP4 converted.
 constexpr bool E4M3_TILES = FP8 || MX;
 constexpr int ESIZE = E4M3_TILES ? 1 : 2;  // bytes per KV element (as the products read it)
-constexpr int ELEMS = 16 / ESIZE;          // KV elements per 16-byte load
-constexpr int STEPS_PER_LOAD = ELEMS / 4;  // k16 steps one 16-byte load feeds
 constexpr int K_STEPS = HEAD_DIM_QK / 16;  // 36
-constexpr int K_BLOCKS = K_STEPS / STEPS_PER_LOAD;
-constexpr int RAW_STRIDE = MlaWgmmaTokenStride(KV_FORMAT);  // 16-bit tiles: bytes per token
 // MXFP4: an e4m3 tile, or an item's staged output rows (MlaWgmmaMxTileBytes).
 constexpr int STAGE_BYTES = MX ? MlaWgmmaMxTileBytes(BLOCK_M) : MlaWgmmaStageBytes(KV_FORMAT);
 constexpr int STAGES = NUM_STAGES;
@@ -48,8 +44,6 @@ constexpr int MX_SHARE_BLOCKS = HEAD_DIM_QK / 32 / 2;  // scale blocks per conve
 constexpr int ROWS_PER_THREAD = N / 4;                 // accumulator columns a thread holds
 constexpr int CORE_BYTES = 128;                        // one 8 x 16-byte core matrix
 constexpr int STEP_BYTES = N * 32;                     // one k16 step of Q^T or P^T
-// Independent accumulator sets of QK^T (16-bit tiles; registers allowing).
-constexpr int S_SETS = N == 16 ? 4 : 2;
 // fp8 KV: S = K Q^T is an e4m3 wgmma on the tile as stored, both operands in
 // shared memory (mla_wgmma_layout.h), with Q as e4m3 codes: a8's own codes,
 // or bf16 Q as two terms hi + lo / 16 (Q_SPLIT, StoreQ), side by side as 2N
@@ -60,8 +54,10 @@ constexpr int NS = Q_SPLIT ? 2 * N : N;     // fp8: the wgmma N of S
 constexpr int K8_STEPS = HEAD_DIM_QK / 32;  // fp8: k32 steps of S
 constexpr int Q8_STEP_BYTES = NS * 32;      // fp8: one k32 step of Q^T
 constexpr float Q_LO_WEIGHT = 1.0f / 16.0f;
-// fp8 tiles copied whole by tensor maps where the host encoded them
-// (MlaKvTensorMapsEligible; mla_wgmma_tma.cuh).
+// bf16 tiles: independent accumulator sets of S (registers allowing).
+constexpr int S_SETS = N == 16 ? 4 : 2;
+// Tiles copied whole by tensor maps where the host encoded them
+// (MlaKvTensorMapsEligible; mla_wgmma_tma.cuh): fp8 and bf16.
 constexpr bool KV_TMA = MlaKvTensorMapsEligible(KV_FORMAT, BLOCK_M, BLOCK_N, NUM_WARPS, PAGE_SIZE);
 // Floats per row of the epilogue's staged output (in the KV stages): 512 and
 // 4 more, so that the rows' 16-byte writes spread over the banks (with
@@ -79,8 +75,8 @@ static_assert(!ELIGIBLE || !MX || (MX_STAGES_EACH >= 1 && STAGES % MX_CONVERTERS
               "each converting warpgroup has the same number of raw stages");
 
 struct Smem {
-  u8* q;       // Q^T in core matrices: [K_STEPS][N/8][2][8][8] f16/bf16, fp8: MlaWgmmaQ8Offset
-  u8* raw;     // [KV_TILES][STAGE_BYTES] KV tiles (fp8 as stored, swizzled; MXFP4: converted)
+  u8* q;       // Q^T: bf16 MlaWgmmaQ16Offset, e4m3 codes MlaWgmmaQ8Offset
+  u8* raw;     // [KV_TILES][STAGE_BYTES] KV tiles (as stored, swizzled; MXFP4: converted)
   u8* mx;      // MXFP4: [STAGES][MX_STAGE_BYTES] tiles as stored
   u8* p;       // [TILE/16][N/8][2][8][8] f16/bf16: P^T in core matrices
   float* red;  // [4][N] per-warp row maxima / sums
@@ -93,16 +89,11 @@ struct Smem {
 
 MLA_INLINE Smem CarveSmem(u8* base) {
   static_assert(NS * 32 * K8_STEPS <= K_STEPS * STEP_BYTES, "fp8 Q^T fits the Q area");
+  static_assert(STAGE_BYTES % 1024 == 0, "bf16 Q^T's 128-byte swizzle needs it 1024-byte aligned");
   Smem m;
-  if (E4M3_TILES) {  // the swizzled stages first, at multiples of 1024 bytes
-    m.raw = base;
-    m.q = m.raw + KV_TILES * STAGE_BYTES;
-    m.mx = m.q + K_STEPS * STEP_BYTES;
-  } else {
-    m.q = base;
-    m.raw = m.q + K_STEPS * STEP_BYTES;
-    m.mx = m.raw + KV_TILES * STAGE_BYTES;
-  }
+  m.raw = base;  // the swizzled stages first, at multiples of 1024 bytes
+  m.q = m.raw + KV_TILES * STAGE_BYTES;
+  m.mx = m.q + K_STEPS * STEP_BYTES;
   m.p = m.mx + (MX ? STAGES * MX_STAGE_BYTES : 0);
   m.red = reinterpret_cast<float*>(m.p + (TILE / 16) * STEP_BYTES);
   m.full = reinterpret_cast<u64*>(m.red + 4 * N);

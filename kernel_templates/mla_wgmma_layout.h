@@ -58,89 +58,84 @@ MLA_HOST_DEVICE constexpr int MlaWgmmaQ8Offset(int rows, int n, int d) {
 }
 
 // =============================================================================
-// 16-bit tiles (bf16): tokens whole, 16-byte chunks swizzled
+// bf16 tiles: the 64-row path's stage (MlaRowsKvOffset), nine blocks of 64
+// dims in the 128-byte swizzle, so that S reads K through descriptors as for
+// fp8 (one bf16 product a k16 step, MlaRowsKStepOffset) and tensor copies
+// fill the stage, one box a block. (Until v66 the tokens stayed whole, 1152
+// bytes a row, and S took K from registers: 36 chained products and their
+// shared loads, about 1800 cycles a tile; tools/bench/RESULTS.md v66.)
 // =============================================================================
-// Chunk c of tile token t (0..63) lies at chunk MlaWgmmaChunkSlot of the
-// token's row. 128-bit shared loads are served per quarter warp (8 lanes);
-// the key spreads the 8 lanes of every K load (2 tokens x 4 chunks) and every
-// V load (4 tokens x 2 chunks) over 8 bank groups.
-MLA_HOST_DEVICE constexpr int MlaWgmmaSwizzleKey(int t) {
-  return ((t >> 1) & 1) | ((((t >> 2) ^ t) & 1) << 2);
-}
-MLA_HOST_DEVICE constexpr int MlaWgmmaChunkSlot(int t, int c) { return c ^ MlaWgmmaSwizzleKey(t); }
-
-// ---- QK^T: thread (warp, lane) reads chunk 4 kb + (lane & 3) of tile tokens
-// t = 16 warp + (lane >> 2) and t + 8 (same key: only bits 0..2 count) -------
-// Each 16-byte load (8 elements) feeds two k16 steps.
-MLA_HOST_DEVICE constexpr int MlaWgmmaKToken(int warp, int lane) { return warp * 16 + (lane >> 2); }
-struct MlaWgmmaKOffsets {
-  int even, odd;  // byte offset of chunk quad (+ 4) within an 8-chunk group
-};
-MLA_HOST_DEVICE constexpr MlaWgmmaKOffsets MlaWgmmaKOffsetsOf(int t, int quad) {
-  return {(quad ^ MlaWgmmaSwizzleKey(t)) * 16, (quad ^ MlaWgmmaSwizzleKey(t) ^ 4) * 16};
-}
-// Byte offset in the token row of k-block kb: chunk 4 kb + quad is
-// 8 (kb / 2) + (4 (kb % 2) + quad), and the key only touches the low 3 bits.
-MLA_HOST_DEVICE constexpr int MlaWgmmaKChunkOffset(int even, int odd, int kb) {
-  return (kb / 2) * 128 + (kb % 2 ? odd : even);
+// The tile copy by cp.async: thread (tok0 = tid / 8, first = tid % 8) copies
+// chunk first + 8 i (block i) of tokens tok0 + 16 pass; those share tok0's
+// swizzle key, and the 8 lanes of a token reach 8 positions.
+MLA_HOST_DEVICE constexpr int MlaWgmmaBf16CopyOffset(int tok0, int first, int pass, int i) {
+  return i * 8192 + (tok0 + 16 * pass) * 128 + ((first ^ (tok0 & 7)) << 4);
 }
 
-// ---- P V: thread (warp, lane) reads, for k-step s and t = 0..3, tile token
-// 16 s + 2 (lane & 3) + (t % 2) + 8 (t / 2): its 16 output dims
-// warp * 128 + (lane >> 2) * 16 .. + 15 (one chunk of fp8, two of bf16) ----
+// Q^T as bf16, the B operand of S: K-major in the same 128-byte swizzle, its
+// `rows` rows of 128 bytes a block of 64 dims (blocks rows * 128 bytes
+// apart). Byte of dim d of row n:
+MLA_HOST_DEVICE constexpr int MlaWgmmaQ16Offset(int rows, int n, int d) {
+  return (d >> 6) * rows * 128 + n * 128 + ((((d & 63) >> 3) ^ (n & 7)) << 4) + (d & 7) * 2;
+}
+// Descriptor start of k16 step k of Q^T: block k / 4, 32 bytes a step.
+MLA_HOST_DEVICE constexpr int MlaWgmmaQ16KStepOffset(int rows, int k) {
+  return (k >> 2) * rows * 128 + (k & 3) * 32;
+}
+
+// =============================================================================
+// P V (every format): O^T += V^T P^T with V^T from registers
+// =============================================================================
+// Thread (warp, lane) reads, for k-step s and t = 0..3, tile token
+// 16 s + 2 (lane & 3) + (t % 2) + 8 (t / 2), and of it the 16-byte chunk
+// MlaWgmmaVChunk of each h < 16 / (bytes per element): fp8 chunk 8 warp + r
+// (16 codes), bf16 chunks 16 warp + r + 8 h (8 dims each), r = lane >> 2.
+// Both layouts keep chunk c of token t in block c / 8 at position
+// (c % 8) ^ (t % 8), and t % 8 = 2 quad + (t % 2): the 8 lanes of a quarter
+// warp (r and r + 1, quad 0..3) reach 8 positions.
 MLA_HOST_DEVICE constexpr int MlaWgmmaVToken(int step, int lane, int t) {
   return 16 * step + 2 * (lane & 3) + (t % 2) + 8 * (t / 2);
 }
-// Bytes between consecutive tokens' rows where the V loads read.
-MLA_HOST_DEVICE constexpr int MlaWgmmaVTokenPitch(int kv_format) {
-  return kv_format != 0 ? 128 : MlaWgmmaTokenStride(kv_format);
+MLA_HOST_DEVICE constexpr int MlaWgmmaVChunk(int kv_format, int warp, int r, int h) {
+  return kv_format != 0 ? 8 * warp + r : 16 * warp + r + 8 * h;
 }
-// Byte offset from the token's row of chunk h (bf16: 0 or 1) of those dims,
-// for r = lane >> 2, quad = lane & 3; the token's key depends only on
-// 2 quad + (t % 2) = 2 quad + odd. fp8: chunk 8 warp + r is block `warp`,
-// position r ^ (token % 8) (MlaWgmmaFp8Offset).
+// Bytes between consecutive tokens' rows where the V loads read.
+constexpr int kMlaWgmmaVTokenPitch = 128;
+// Byte offset from the token's row of chunk h for r = lane >> 2, quad =
+// lane & 3 and odd = t % 2 (a token's key depends only on 2 quad + odd).
 MLA_HOST_DEVICE constexpr int MlaWgmmaVChunkOffset(int kv_format, int warp, int r, int quad,
                                                    int odd, int h) {
-  return kv_format != 0 ? warp * 8192 + ((r ^ (2 * quad + odd)) << 4)
-                        : ((16 * warp + 2 * r + h) ^ MlaWgmmaSwizzleKey(2 * quad + odd)) * 16;
-}
-
-// ---- Q^T: the QK^T permutation (16-bit tiles) --------------------------------
-// The A fragment of k-step s holds, for lane quad q, the logical k columns
-// {2q, 2q+1, 2q+8, 2q+9}; a thread's 16-byte load at byte 64 kb + 16 q of its
-// token feeds k-steps 2 kb + i (elements 4i..4i+3 are that step's four
-// columns). So logical (step s, column k) holds physical dim
-//   32 (s / 2) + 8 ((k % 8) / 2) + 4 (s % 2) + 2 (k / 8) + k % 2
-// and Q^T is stored that way, in core matrices of 8 rows x 16 bytes:
-// [step][rows / 8][k / 8][row % 8][k % 8]. Byte offset of physical dims
-// (d, d + 1), d even, of tile row n (both share a step and a 4-byte word):
-MLA_HOST_DEVICE constexpr int MlaWgmmaQOffset(int rows, int n, int d) {
-  const int kb = d / 32, rem = d % 32;
-  const int quad = rem / 8, i = (rem % 8) / 4, half = (rem % 4) / 2;
-  const int step = kb * 2 + i;
-  return step * rows * 32 + ((n / 8) * 2 + half) * 128 + (n % 8) * 16 + quad * 4;
+  return (MlaWgmmaVChunk(kv_format, warp, r, h) >> 3) * 8192 + ((r ^ (2 * quad + odd)) << 4);
 }
 
 // Output dim of accumulator row m (0..63) of M block b (0..7) of O^T: warp
-// m / 16 holds rows r = m % 8 and r + 8, and a thread's 16 dims (both of its
-// rows in all 8 blocks) are consecutive, starting at MlaWgmmaOutDimBase.
-MLA_HOST_DEVICE constexpr int MlaWgmmaOutDim(int b, int m) {
-  return (m / 16) * 128 + (m % 8) * 16 + 2 * b + (m % 16) / 8;
+// m / 16 holds rows r = m % 8 and r + 8. The V fragments take word b % 4 of
+// chunk h = b / 4 (bf16) or bytes 2b, 2b + 1 of the chunk (fp8): a thread's
+// 16 dims are 16 consecutive ones from 128 warp + 16 r (fp8), or 8 from
+// 128 warp + 8 r and 8 from 64 more (bf16).
+MLA_HOST_DEVICE constexpr int MlaWgmmaOutDim(int kv_format, int b, int m) {
+  return kv_format != 0 ? (m / 16) * 128 + (m % 8) * 16 + 2 * b + (m % 16) / 8
+                        : (m / 16) * 128 + (m % 8) * 8 + 64 * (b / 4) + 2 * (b % 4) + (m % 16) / 8;
 }
-MLA_HOST_DEVICE constexpr int MlaWgmmaOutDimBase(int warp, int lane) {
-  return warp * 128 + (lane >> 2) * 16;
+// The 4-dim chunk (dims 4q .. 4q + 3) that accumulators b, b + 1 (b even) of
+// thread (warp, lane) hold, both rows of each.
+MLA_HOST_DEVICE constexpr int MlaWgmmaOutChunk(int kv_format, int warp, int lane, int b) {
+  return MlaWgmmaOutDim(kv_format, b, 16 * warp + (lane >> 2)) / 4;
 }
 
 // The epilogue stages its normalised rows in fp32, kMlaWgmmaEpilogueStride
 // words apart, and 16-byte chunk q of a row (dims 4q .. 4q + 3) at word
-// MlaWgmmaStagedChunk(q): chunks swap in pairs where bit 2 of q is set. A
-// thread writes chunks q = dims / 4 of its rows n = 8 j + 2 quad + e; in each
-// phase of a 16-byte store (8 lanes: quad 0..3, r even and odd) the rows put
-// quad 8 words apart and r puts 16 apart, so without the swap odd r lands on
-// the banks of quad + 2; the swap moves odd r by 4 words instead. Readers, 8
-// lanes on 8 consecutive chunks, read them permuted, also conflict-free.
+// MlaWgmmaStagedChunk(kv_format, q): chunks swap in pairs where bit 2 (fp8)
+// or bit 1 (bf16) of q is set. A thread writes chunks MlaWgmmaOutChunk of its
+// rows n = 8 j + 2 quad + e; in each phase of a 16-byte store (8 lanes: quad
+// 0..3, r even and odd) the rows put quad 8 words apart and r puts 16 (fp8)
+// or 8 (bf16) apart, so without the swap odd r lands on the banks of quad + 2
+// or quad + 1; the swap moves odd r by 4 words instead. Readers, 8 lanes on 8
+// consecutive chunks, read them permuted, also conflict-free.
 constexpr int kMlaWgmmaEpilogueStride = 512 + 4;
-MLA_HOST_DEVICE constexpr int MlaWgmmaStagedChunk(int q) { return 4 * (q ^ ((q >> 2) & 1)); }
+MLA_HOST_DEVICE constexpr int MlaWgmmaStagedChunk(int kv_format, int q) {
+  return 4 * (q ^ ((q >> (kv_format != 0 ? 2 : 1)) & 1));
+}
 
 // =============================================================================
 // The warp-specialised 64-row path (mla_decode_wgmma_rows_ws.cuh): fp8 stages

@@ -1,7 +1,7 @@
 // Loads of the sm_90a warpgroup-MMA decode path (mla_decode_wgmma.cuh): Q
-// into its core-matrix layout (fp8 KV: e4m3 codes; else permuted 16-bit), KV
-// tiles into the swizzled staging buffer, and the K (16-bit tiles) and V^T A
-// fragments from there into registers.
+// into the layout S's descriptor reads (e4m3 tiles: e4m3 codes; bf16 tiles:
+// bf16 in the 128-byte swizzle), KV tiles into the swizzled stages, and the
+// V^T A fragments from there into registers.
 #ifndef MLAJIT_KERNEL_TEMPLATES_MLA_WGMMA_LOADS_CUH_
 #define MLAJIT_KERNEL_TEMPLATES_MLA_WGMMA_LOADS_CUH_
 
@@ -13,8 +13,8 @@ namespace mla_wgmma {
 
 // ---- layout: mla_wgmma_layout.h ---------------------------------------------
 // Plain row-major staging left the V loads 4-way bank conflicted (measured:
-// 16 wavefronts per 128-bit load, ideal 4); the chunk swizzles fixed it.
-constexpr int V_PITCH = MlaWgmmaVTokenPitch(KV_FORMAT);
+// 16 wavefronts per 128-bit load, ideal 4); the swizzled stages fixed it.
+constexpr int V_PITCH = kMlaWgmmaVTokenPitch;
 
 // ---- loads ----------------------------------------------------------------
 
@@ -22,11 +22,11 @@ constexpr int V_PITCH = MlaWgmmaVTokenPitch(KV_FORMAT);
 // registers (needs nothing but the item, so it can go out before the item
 // waits for shared memory and issues its first tiles), then StoreQ: for e4m3
 // tiles as e4m3 codes (MlaWgmmaQ8Offset; bf16 Q as two terms scaled by a power
-// of two), else as bf16 in the permuted core-matrix layout (MlaWgmmaQOffset).
+// of two), else as bf16 in the 128-byte swizzle (MlaWgmmaQ16Offset).
 // Thread (n0 = tid / 8, c8 = tid % 8) takes rows n0 + 16 h and, of each, the
 // 16-byte chunks c8 + 8 i: eight neighbouring threads read 128 contiguous
 // bytes, every load of the thread is in flight at once, and a store lands at
-// a per-thread base plus a compile-time constant (MlaWgmmaQOffset splits that
+// a per-thread base plus a compile-time constant (both offsets split that
 // way; the CPU layout test checks it). The first version computed the full
 // offset per 4-byte word and rescaled in a second pass over shared memory:
 // ncu counted ~5,000 instructions per warp for it, more than two KV tiles.
@@ -106,22 +106,24 @@ MLA_INLINE float StoreQ(const QRows& rows, const Smem& sm, float q_scale) {
       }
     }
   } else {
+    // Row n's dims 8 c8 + 64 i .. + 7 are one 16-byte chunk of the swizzle;
+    // the 8 threads of a row store to 8 positions.
 #pragma unroll
     for (int h = 0; h < ROW_SETS; ++h) {
-      u8* base = sm.q + MlaWgmmaQOffset(N, n0 + 16 * h, 8 * c8);
+      u8* base = sm.q + MlaWgmmaQ16Offset(N, n0 + 16 * h, 8 * c8);
 #pragma unroll
       for (int i = 0; i < CHUNKS; ++i) {
-        const u32 w[4] = {v[h][i].x, v[h][i].y, v[h][i].z, v[h][i].w};
+        u32 w[4] = {v[h][i].x, v[h][i].y, v[h][i].z, v[h][i].w};
+        if (Q_MODE == Q_MODE_FP8) {
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          float lo = Bf16ToFloat(w[j] & 0xffffu), hi = Bf16ToFloat(w[j] >> 16);
-          u32 out = w[j];
-          if (Q_MODE == Q_MODE_FP8) {
+          for (int j = 0; j < 4; ++j) {
+            float lo = Bf16ToFloat(w[j] & 0xffffu), hi = Bf16ToFloat(w[j] >> 16);
             QuantiseQPair<Q_MODE>(lo, hi, q_scale);
-            out = PackBf16x2(lo, hi);
+            w[j] = PackBf16x2(lo, hi);
           }
-          *reinterpret_cast<u32*>(base + MlaWgmmaQOffset(N, 0, 64 * i + 2 * j)) = out;
         }
+        *reinterpret_cast<uint4*>(base + MlaWgmmaQ16Offset(N, 0, 64 * i)) =
+            make_uint4(w[0], w[1], w[2], w[3]);
       }
     }
   }
@@ -140,8 +142,8 @@ MLA_INLINE void CpAsync16Line(void* dst, const void* src, bool valid) {
 // Starts copying KV positions [j0, j0 + TILE) below kv_hi into stage `buf`;
 // positions past kv_hi are zero-filled, so masked tokens never inject NaN.
 // Eight lanes per token, each copying every 8th 16-byte chunk; a thread's
-// tokens are 16 apart, so its swizzle keys are the same for all (fp8:
-// MlaWgmmaFp8CopyOffset; 16-bit tiles: MlaWgmmaChunkSlot).
+// tokens are 16 apart, so its swizzle keys are the same for all
+// (MlaWgmmaFp8CopyOffset, MlaWgmmaBf16CopyOffset).
 template <bool FULL>  // FULL: every position of the tile is below kv_hi
 MLA_INLINE void CopyKvTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0, int kv_hi,
                            int buf, const Smem& sm) {
@@ -152,9 +154,6 @@ MLA_INLINE void CopyKvTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0
   constexpr int PER_TOKEN = (CHUNKS + LANES - 1) / LANES;
   const u8* kv = static_cast<const u8*>(p.kv);
   const int tok0 = threadIdx.x / LANES, first = threadIdx.x % LANES;
-  // 16-bit tiles: chunk first + 8i -> (first ^ key) + 8i (the key only
-  // touches the low 3 bits).
-  const int swizzled = (first ^ MlaWgmmaSwizzleKey(tok0)) * 16;
   u8* stage = sm.raw + buf * STAGE_BYTES;
 #pragma unroll
   for (int pass = 0; pass < TILE / TOKENS_PER_PASS; ++pass) {
@@ -167,7 +166,7 @@ MLA_INLINE void CopyKvTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0
       const int c = first + i * LANES;
       if (CHUNKS % LANES == 0 || c < CHUNKS) {
         const int at = FP8 ? MlaWgmmaFp8CopyOffset(tok0, first, pass, i)
-                           : tok * RAW_STRIDE + swizzled + i * LANES * 16;
+                           : MlaWgmmaBf16CopyOffset(tok0, first, pass, i);
         CpAsync16Line(stage + at, src + i * LANES * 16, valid);
       }
     }
@@ -193,43 +192,11 @@ MLA_INLINE bool IssueKvTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j
 
 // ---- A fragments from the raw tile ----------------------------------------
 
-// 16-bit tiles: K rows of this thread (tokens r and r + 8 of its warp's 16,
-// which share a swizzle key): the 16 bytes of k-block kb (chunk 4 kb + quad)
-// of both, loaded one k-block ahead of their use.
-struct KRaw {
-  uint4 x, y;
-};
-struct KAddr {
-  const u8* row;  // token r of the warp in stage 0
-  int even, odd;  // swizzled byte offset of chunk quad (+4) within an 8-chunk group
-};
-MLA_INLINE KAddr MakeKAddr(const u8* raw, int warp, int r, int quad) {
-  const int t = warp * 16 + r;  // MlaWgmmaKToken
-  const MlaWgmmaKOffsets o = MlaWgmmaKOffsetsOf(t, quad);
-  return {raw + t * RAW_STRIDE, o.even, o.odd};
-}
-MLA_INLINE KRaw LoadK(const KAddr& k, int tile_off, int kb) {
-  const u8* p = k.row + tile_off + MlaWgmmaKChunkOffset(k.even, k.odd, kb);
-  return {*reinterpret_cast<const uint4*>(p), *reinterpret_cast<const uint4*>(p + 8 * RAW_STRIDE)};
-}
-// k-block -> STEPS_PER_LOAD k-steps of A fragments.
-MLA_INLINE void KFragments(const KRaw& raw, u32 (&a)[STEPS_PER_LOAD][4]) {
-  const u32 xs[4] = {raw.x.x, raw.x.y, raw.x.z, raw.x.w};
-  const u32 ys[4] = {raw.y.x, raw.y.y, raw.y.z, raw.y.w};
-#pragma unroll
-  for (int i = 0; i < STEPS_PER_LOAD; ++i) {
-    a[i][0] = xs[2 * i];
-    a[i][2] = xs[2 * i + 1];
-    a[i][1] = ys[2 * i];
-    a[i][3] = ys[2 * i + 1];
-  }
-}
-
 // V^T of k-step `step`: tokens 16 * step + {2q, 2q+1, 2q+8, 2q+9}, this
 // thread's 16 output dims of each: 16 bytes per token for fp8 (chunk
-// 8 warp + r), 32 for bf16 (chunks 16 warp + 2r + {0, 1}), swizzled by the
-// token's key, which depends only on 2q + (token & 1) (MlaWgmmaVChunkOffset).
-// Loaded one k-step ahead.
+// 8 warp + r), 32 for bf16 (chunks 16 warp + r and 16 warp + r + 8), at the
+// position the token's key gives, which depends only on 2q + (token & 1)
+// (MlaWgmmaVChunkOffset). Loaded one k-step ahead.
 struct VRaw {
   uint4 t[4][ESIZE];
 };

@@ -5,6 +5,8 @@
 //   SsE4m3<NN>:   D [64 x NN] (+)= A [64 x 32] . B [32 x NN] for e4m3 operands
 //                 (a8 Q, the KV tile as stored), both K-major (fp8 has no
 //                 transpose); NN = 64 for the 64-row path, 16..64 for swap AB
+//   SsBf16<NN>:   D [64 x NN] (+)= A [64 x 16] . B [16 x NN] for bf16 operands,
+//                 both K-major: S of the swap-AB path on bf16 tiles
 //   SsM64N256K16: O [64 x 256] (+)= A [64 x 16] . B [16 x 256], A K-major and
 //                 B MN-major (the transpose bit set: 16-bit types only)
 //   RsM64N64K16:  D [64 x 64] (+)= A [64 x 16] . B [16 x 64] with A in
@@ -77,6 +79,26 @@ using mla_wgmma::Desc;
       : MLA_ACC8(0), MLA_ACC8(8)                                                            \
       : "r"(a.lo), "r"(a.hi), "r"(b.lo), "r"(b.hi), "r"(accumulate))
 
+// m64nNk16 bf16 for the swap-AB path's S on bf16 tiles (N = 16, 32), both
+// operands K-major.
+#define MLA_WGMMA_SS_N16_BF16                                         \
+  asm volatile(                                                       \
+      "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, %12, 0;\n" \
+      "mov.b64 da, {%8, %9};\nmov.b64 db, {%10, %11};\n"              \
+      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "         \
+      "{%0, %1, %2, %3, %4, %5, %6, %7}, da, db, p, 1, 1, 0, 0;\n}\n" \
+      : MLA_ACC8(0)                                                   \
+      : "r"(a.lo), "r"(a.hi), "r"(b.lo), "r"(b.hi), "r"(accumulate))
+#define MLA_WGMMA_SS_N32_BF16                                                               \
+  asm volatile(                                                                             \
+      "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, %20, 0;\n"                       \
+      "mov.b64 da, {%16, %17};\nmov.b64 db, {%18, %19};\n"                                  \
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "                               \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, da, db, p, " \
+      "1, 1, 0, 0;\n}\n"                                                                    \
+      : MLA_ACC8(0), MLA_ACC8(8)                                                            \
+      : "r"(a.lo), "r"(a.hi), "r"(b.lo), "r"(b.hi), "r"(accumulate))
+
 #define MLA_WGMMA_SS_N256(TYPE)                                                               \
   asm volatile(                                                                               \
       "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, %132, 0;\n"                        \
@@ -108,6 +130,18 @@ MLA_INLINE void SsE4m3(float* d, Desc a, Desc b, int accumulate) {
     MLA_WGMMA_SS_N32_E4M3;
   } else {
     MLA_WGMMA_SS_N64_E4M3;
+  }
+}
+
+// d (+)= A . B for one m64 x NN x k16 step of bf16 operands, NN = 16, 32
+// (NN / 2 accumulators at d).
+template <int NN>
+MLA_INLINE void SsBf16(float* d, Desc a, Desc b, int accumulate) {
+  static_assert(NN == 16 || NN == 32, "wgmma N of the swap-AB bf16 product");
+  if (NN == 16) {
+    MLA_WGMMA_SS_N16_BF16;
+  } else {
+    MLA_WGMMA_SS_N32_BF16;
   }
 }
 
@@ -152,6 +186,8 @@ MLA_INLINE void RsM64N256K16Bf16(float (&d)[128], const u32 (&a)[4], Desc b, int
 #undef MLA_WGMMA_SS_N64_E4M3
 #undef MLA_WGMMA_SS_N16_E4M3
 #undef MLA_WGMMA_SS_N32_E4M3
+#undef MLA_WGMMA_SS_N16_BF16
+#undef MLA_WGMMA_SS_N32_BF16
 #undef MLA_WGMMA_SS_N256
 #undef MLA_WGMMA_SS_REGS_32
 #undef MLA_WGMMA_SS_REGS_128

@@ -1,12 +1,11 @@
 // Tensor-map (TMA) copies of KV tiles for the sm_90a paths that stage tiles
 // as stored: fp8 (mla_decode_wgmma.cuh, mla_decode_wgmma_rows_ws.cuh), five
 // copies per tile instead of 2304 cp.async of 16 bytes, and bf16 on the
-// 64-row seesaw (mla_decode_wgmma_rows_seesaw.cuh), one copy per 64-dim
-// block, completing on an mbarrier. The host encodes the maps per call (MlaDecodeParams::kv_maps,
-// src/plan/kv_tensor_maps.h); tiles the maps cannot serve (an item's last
-// part tile, whose masked tokens must read as zeros; slots beyond the maps)
-// keep the cp.async copies, so a kernel mixes both and each tile's consumers
-// know from TmaTile which one to wait for.
+// swap-AB path and the 64-row seesaw (mla_decode_wgmma_rows_seesaw.cuh), one
+// copy per 64-dim block, completing on an mbarrier. The host encodes the maps per call
+// (MlaDecodeParams::kv_maps, src/plan/kv_tensor_maps.h); tiles the maps cannot serve (an item's
+// last part tile, whose masked tokens must read as zeros; slots beyond the maps) keep the cp.async
+// copies, so a kernel mixes both and each tile's consumers know from TmaTile which one to wait for.
 //
 // Proxies: tensor copies write through the async proxy. Before one rewrites a
 // stage that generic stores or cp.async wrote (a part tile, staged output),
@@ -68,15 +67,23 @@ MLA_INLINE bool MayBeCpAsyncTile(const MlaDecodeParams& p, const MlaSeqInfo& s, 
   return !TmaTile(p, s, j0, kv_hi, slot);
 }
 
-// The tile at `slot` (TmaTile) into `stage` (1024-byte aligned) in the fp8
-// stage layout (MlaWgmmaFp8Offset): the four 128-byte-swizzled blocks of 128
-// latent codes, then the 64-byte-swizzled rope block. Arms `bar` for the
-// tile's bytes (one arrival). One thread calls it.
+// The tile at `slot` (TmaTile) into `stage` (1024-byte aligned) in the
+// swap-AB stage layout: fp8 (MlaWgmmaFp8Offset) the four 128-byte-swizzled
+// blocks of 128 latent codes, then the 64-byte-swizzled rope block; bf16
+// (MlaRowsKvOffset) the nine 128-byte-swizzled blocks of 64 dims. Arms `bar`
+// for the tile's bytes (one arrival). One thread calls it. (Spreading bf16's
+// nine copies over four warps did not shorten the S they overlap: RESULTS.md
+// v66.)
 MLA_INLINE void CopyKvTileTma(const MlaDecodeParams& p, int slot, u8* stage, u64* bar) {
-  MbarArriveExpectTx(bar, MlaWgmmaStageBytes(KV_FORMAT_FP8));
+  MbarArriveExpectTx(bar, MlaWgmmaStageBytes(KV_FORMAT));
+  constexpr int BLOCKS = KV_FORMAT == KV_FORMAT_FP8 ? 4 : 9;
 #pragma unroll
-  for (int i = 0; i < 4; ++i) TensorCopy2d(stage + 8192 * i, &p.kv_maps[0], 128 * i, slot, bar);
-  TensorCopy2d(stage + kMlaWgmmaFp8RopeBlock, &p.kv_maps[1], 512, slot, bar);
+  for (int i = 0; i < BLOCKS; ++i) {
+    TensorCopy2d(stage + 8192 * i, &p.kv_maps[0], 128 * i, slot, bar);
+  }
+  if (KV_FORMAT == KV_FORMAT_FP8) {
+    TensorCopy2d(stage + kMlaWgmmaFp8RopeBlock, &p.kv_maps[1], 512, slot, bar);
+  }
 }
 
 }  // namespace mla_wgmma

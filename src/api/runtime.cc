@@ -76,7 +76,8 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const mlajit_runtime_op
   }
   {
     // Tensor-map copies of whole KV tiles (fp8 on the sm_90a paths that stage
-    // tiles as stored, bf16 on the 64-row path; MlaKvTensorMapsEligible);
+    // tiles as stored, bf16 on the swap-AB and 64-row paths;
+    // MlaKvTensorMapsEligible);
     // MLAJIT_KV_TMA=0 keeps every copy on cp.async, for comparison.
     const char* env = std::getenv("MLAJIT_KV_TMA");
     const bool off = env != nullptr && std::string(env) == "0";

@@ -57,7 +57,7 @@ bool RunsWgmmaRowsWsPath(const std::string& arch, KvFormat kv_format, int block_
 // True when the decode kernel of this shape copies whole tiles with tensor
 // maps that the host encodes per call (MlaDecodeParams::kv_maps,
 // MlaKvTensorMapsEligible): the swap-AB and warp-specialised fp8 paths and
-// the bf16 64-row path, flat or pages of a multiple of 64 tokens.
+// the bf16 swap-AB and 64-row paths, flat or pages of a multiple of 64 tokens.
 bool CopiesKvByTensorMaps(const std::string& arch, KvFormat kv_format, int block_m, int block_n,
                           int num_warps, int page_size);
 

@@ -403,16 +403,19 @@ absl::StatusOr<std::unique_ptr<DecodeHarness>> HarnessWithoutTensorMaps() {
   return DecodeHarness::Create(0);
 }
 
-TEST_F(GpuDecodeTest, Fp8TilesWithAndWithoutTensorMaps) {
-  // fp8 on Hopper copies whole tiles by tensor maps (the swap-AB path, 16 and
-  // 32 rows, and the warp-specialised one, 64 rows; flat, and pages of 64 or
-  // 128 tokens) and the rest by cp.async: every item's last part tile, pages
-  // of 16 tokens, and everything with MLAJIT_KV_TMA=0 (a runtime of its own,
-  // since the knob is read when the runtime is created). Both Q modes, empty
-  // sequences, sequences split over CTAs, sequences of a single tile.
+TEST_F(GpuDecodeTest, SwapAbAndFp8TilesWithAndWithoutTensorMaps) {
+  // fp8 and bf16 on Hopper copy whole tiles by tensor maps (the swap-AB path,
+  // 16 and 32 rows, and fp8's warp-specialised one, 64 rows; flat, and pages
+  // of 64 or 128 tokens) and the rest by cp.async: every item's last part
+  // tile, pages of 16 tokens, and everything with MLAJIT_KV_TMA=0 (a runtime
+  // of its own, since the knob is read when the runtime is created). Both Q
+  // modes, empty sequences, sequences split over CTAs, sequences of a single
+  // tile. Both copies write the same swizzled stage, which S reads through
+  // descriptors and P V by 16-byte loads.
   absl::StatusOr<std::unique_ptr<DecodeHarness>> without = HarnessWithoutTensorMaps();
   ASSERT_TRUE(without.ok()) << without.status();
   struct Case {
+    KvFormat format;
     Shape shape;
     int hopper_warps;  // 4: swap-AB, 12: warp-specialised
   };
@@ -420,11 +423,14 @@ TEST_F(GpuDecodeTest, Fp8TilesWithAndWithoutTensorMaps) {
     const bool maps = h == harness_ && OnHopper(*h);
     for (int page : {0, 64, 128, 16}) {
       for (QMode m : {QMode::kBf16, QMode::kFp8}) {
-        for (const Case& k : {Case{Shape{16, 1, 9000, 6, page}, 4},
-                              Case{Shape{16, 2, 3000, 5, page}, 4},
-                              Case{Shape{32, 1, 64, 3, page}, 4},
-                              Case{Shape{16, 4, 2500, 4, page}, 12}}) {
-          BatchConfig c = WithShape(KvFormat::kFp8E4m3, m, k.shape);
+        for (const Case& k : {Case{KvFormat::kFp8E4m3, Shape{16, 1, 9000, 6, page}, 4},
+                              Case{KvFormat::kFp8E4m3, Shape{16, 2, 3000, 5, page}, 4},
+                              Case{KvFormat::kFp8E4m3, Shape{32, 1, 64, 3, page}, 4},
+                              Case{KvFormat::kFp8E4m3, Shape{16, 4, 2500, 4, page}, 12},
+                              Case{KvFormat::kBf16, Shape{16, 1, 9000, 6, page}, 4},
+                              Case{KvFormat::kBf16, Shape{16, 2, 3000, 5, page}, 4},
+                              Case{KvFormat::kBf16, Shape{32, 1, 64, 3, page}, 4}}) {
+          BatchConfig c = WithShape(k.format, m, k.shape);
           c.zero_length_fraction = 0.2;
           const std::string plan = ExpectMatchesAndDescribe(*h, c);
           if (!OnHopper(*h)) continue;

@@ -149,7 +149,10 @@ TEST(CopiesKvByTensorMaps, FollowsThePathsThatStageTilesAsStored) {
   for (int page : {1, 16, 32}) {
     EXPECT_FALSE(CopiesKvByTensorMaps("sm_90a", KvFormat::kFp8E4m3, 16, 64, 4, page)) << page;
   }
-  EXPECT_FALSE(CopiesKvByTensorMaps("sm_90a", KvFormat::kBf16, 16, 64, 4, 0));
+  // bf16 on the swap-AB path (nine blocks of 64 dims), 16 or 32 rows.
+  EXPECT_TRUE(CopiesKvByTensorMaps("sm_90a", KvFormat::kBf16, 16, 64, 4, 0));
+  EXPECT_TRUE(CopiesKvByTensorMaps("sm_90a", KvFormat::kBf16, 32, 64, 4, 64));
+  EXPECT_FALSE(CopiesKvByTensorMaps("sm_90a", KvFormat::kBf16, 16, 64, 4, 32));
   // bf16 on the 64-row path (the seesaw's copies), flat or pages of 64 k.
   EXPECT_TRUE(CopiesKvByTensorMaps("sm_90a", KvFormat::kBf16, 64, 64, 8, 0));
   EXPECT_TRUE(CopiesKvByTensorMaps("sm_90a", KvFormat::kBf16, 64, 64, 8, 128));

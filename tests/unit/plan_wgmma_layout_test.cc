@@ -144,12 +144,119 @@ TEST(WgmmaLayout, Fp8QOffsetIsTheCoreMatrixLayout) {
   }
 }
 
-// ---- the V loads (fp8 and 16-bit tiles) ----------------------------------------
+// ---- bf16: the 64-row path's stage, read by S through descriptors ----------
 
-TEST(WgmmaLayout, VLoadsReadTheirDimsWithoutBankConflicts) {
+TEST(WgmmaLayout, Bf16StageIsTheHardwareSwizzleAndABijection) {
+  EXPECT_EQ(MlaWgmmaTokenStride(0), 1152);
+  EXPECT_EQ(MlaWgmmaStageBytes(0), kTile * 1152);
+  EXPECT_EQ(MlaWgmmaStageBytes(0) % 1024, 0);
+  std::set<int> slots;
+  for (int t = 0; t < kTile; ++t) {
+    for (int c = 0; c < 72; ++c) {
+      const int offset = MlaRowsKvOffset(t, c);
+      EXPECT_EQ(offset, Swizzle128((c / 8) * 8192 + t * 128 + (c % 8) * 16))
+          << "token " << t << " chunk " << c;
+      EXPECT_LT(offset, MlaWgmmaStageBytes(0));
+      slots.insert(offset / 16);
+    }
+  }
+  EXPECT_EQ(slots.size(), static_cast<size_t>(kTile * 72));
+}
+
+// S^T = K Q^T on bf16 tiles: k16 step k covers dims 16k .. 16k + 15, two
+// 16-byte chunks of each token row, which the hardware reads at start +
+// (t / 8) * 1024 + (t % 8) * 128 + 16 j, swizzled; Q^T's rows alike, with
+// its blocks rows * 128 bytes apart.
+TEST(WgmmaLayout, Bf16KAndQStepsReadTheirDims) {
+  for (int k = 0; k < 36; ++k) {
+    for (int t = 0; t < kTile; ++t) {
+      for (int j = 0; j < 2; ++j) {
+        const int linear = MlaRowsKStepOffset(k) + (t / 8) * 1024 + (t % 8) * 128 + 16 * j;
+        EXPECT_EQ(Swizzle128(linear), MlaRowsKvOffset(t, 2 * k + j)) << "k " << k << " t " << t;
+      }
+    }
+  }
+  for (int rows : {16, 32}) {
+    std::set<int> bytes;
+    for (int n = 0; n < rows; ++n) {
+      for (int d = 0; d < 576; d += 8) {
+        const int k = d / 16, j = (d % 16) / 8;
+        const int linear =
+            MlaWgmmaQ16KStepOffset(rows, k) + (n / 8) * 1024 + (n % 8) * 128 + 16 * j;
+        ASSERT_EQ(Swizzle128(linear), MlaWgmmaQ16Offset(rows, n, d))
+            << "rows " << rows << " n " << n;
+        for (int e = 0; e < 8; ++e) {
+          EXPECT_EQ(MlaWgmmaQ16Offset(rows, n, d + e), MlaWgmmaQ16Offset(rows, n, d) + 2 * e);
+          bytes.insert(MlaWgmmaQ16Offset(rows, n, d + e));
+        }
+      }
+    }
+    EXPECT_EQ(bytes.size(), static_cast<size_t>(rows * 576)) << "every element once";
+    EXPECT_LE(*bytes.rbegin(), rows * 576 * 2 - 2);
+  }
+}
+
+// StoreQ: thread (n0 = tid / 8, c8 = tid % 8) stores dims 8 c8 + 64 i of rows
+// n0 + 16 h at a per-thread base plus a constant, 8 positions per row.
+TEST(WgmmaLayout, Bf16QStoresSplitIntoThreadBaseAndConstantWithoutBankConflicts) {
+  for (int rows : {16, 32}) {
+    for (int h = 0; h < rows / 16; ++h) {
+      for (int i = 0; i < 9; ++i) {
+        for (int warp = 0; warp < kWarps; ++warp) {
+          std::vector<int> bytes;
+          for (int lane = 0; lane < 32; ++lane) {
+            const int tid = 32 * warp + lane, n = tid / 8 + 16 * h, c8 = tid % 8;
+            const int at = MlaWgmmaQ16Offset(rows, n, 8 * c8 + 64 * i);
+            EXPECT_EQ(at, MlaWgmmaQ16Offset(rows, n, 8 * c8) + MlaWgmmaQ16Offset(rows, 0, 64 * i));
+            bytes.push_back(at);
+          }
+          ExpectConflictFree(bytes, "Q store rows " + std::to_string(rows));
+        }
+      }
+    }
+  }
+}
+
+TEST(WgmmaLayout, Bf16TileCopyWritesEveryChunkOnceWithoutBankConflicts) {
+  std::set<int> written;
+  for (int pass = 0; pass < kTile / 16; ++pass) {
+    for (int i = 0; i < 9; ++i) {
+      for (int warp = 0; warp < kWarps; ++warp) {
+        std::vector<int> bytes;
+        for (int lane = 0; lane < 32; ++lane) {
+          const int tid = 32 * warp + lane, tok0 = tid / 8, first = tid % 8;
+          const int at = MlaWgmmaBf16CopyOffset(tok0, first, pass, i);
+          EXPECT_EQ(at, MlaRowsKvOffset(tok0 + 16 * pass, first + 8 * i)) << "tid " << tid;
+          written.insert(at);
+          bytes.push_back(at);
+        }
+        ExpectConflictFree(bytes, "bf16 copy pass " + std::to_string(pass));
+      }
+    }
+  }
+  EXPECT_EQ(written.size(), static_cast<size_t>(kTile * 72));
+}
+
+// ---- the V loads (every format) ---------------------------------------------
+
+// Each lane's loads hold exactly the dims its accumulator rows stand for
+// (MlaWgmmaOutDim), where the stage keeps them, 8 bank groups a quarter warp.
+TEST(WgmmaLayout, VLoadsReadTheirOutputDimsWithoutBankConflicts) {
   for (int kv : {0, 1, 2}) {  // MXFP4 tiles are e4m3 once converted
     const int elem_bytes = kv == 0 ? 2 : 1;
     for (int warp = 0; warp < kWarps; ++warp) {
+      for (int lane = 0; lane < 32; ++lane) {
+        const int r = lane >> 2;
+        for (int b = 0; b < 8; ++b) {
+          for (int hh = 0; hh < 2; ++hh) {
+            const int dim = MlaWgmmaOutDim(kv, b, 16 * warp + r + 8 * hh);
+            // bf16: word b % 4 of chunk b / 4; fp8: bytes 2b, 2b + 1 of its chunk.
+            const int want = kv == 0 ? 8 * MlaWgmmaVChunk(kv, warp, r, b / 4) + 2 * (b % 4) + hh
+                                     : 16 * MlaWgmmaVChunk(kv, warp, r, 0) + 2 * b + hh;
+            EXPECT_EQ(dim, want) << "kv " << kv << " warp " << warp << " lane " << lane;
+          }
+        }
+      }
       for (int step = 0; step < kTile / 16; ++step) {
         for (int t = 0; t < 4; ++t) {
           for (int h = 0; h < elem_bytes; ++h) {
@@ -157,13 +264,11 @@ TEST(WgmmaLayout, VLoadsReadTheirDimsWithoutBankConflicts) {
             for (int lane = 0; lane < 32; ++lane) {
               const int r = lane >> 2, quad = lane & 3;
               const int token = MlaWgmmaVToken(step, lane, t);
-              // The thread's 16 output dims, 16 bytes of fp8 or 2 x 16 of bf16.
-              const int chunk = (MlaWgmmaOutDimBase(warp, lane) * elem_bytes) / 16 + h;
-              const int at = token * MlaWgmmaVTokenPitch(kv) +
-                             MlaWgmmaVChunkOffset(kv, warp, r, quad, t % 2, h);
+              const int chunk = MlaWgmmaVChunk(kv, warp, r, h);
+              const int at =
+                  token * kMlaWgmmaVTokenPitch + MlaWgmmaVChunkOffset(kv, warp, r, quad, t % 2, h);
               const int want =
-                  kv != 0 ? MlaWgmmaFp8Offset(token, chunk)
-                          : token * MlaWgmmaTokenStride(kv) + 16 * MlaWgmmaChunkSlot(token, chunk);
+                  kv != 0 ? MlaWgmmaFp8Offset(token, chunk) : MlaRowsKvOffset(token, chunk);
               EXPECT_EQ(at, want) << "kv " << kv << " warp " << warp << " step " << step << " lane "
                                   << lane;
               bytes.push_back(at);
@@ -177,8 +282,6 @@ TEST(WgmmaLayout, VLoadsReadTheirDimsWithoutBankConflicts) {
   }
 }
 
-// ---- 16-bit tiles (bf16; MXFP4 after conversion) ----------------------------
-
 TEST(WgmmaLayout, Mxfp4TilesAreE4m3TilesThatAlsoHoldTheStagedOutput) {
   EXPECT_EQ(MlaWgmmaStageBytes(2), MlaWgmmaStageBytes(1));
   for (int rows : {16, 32}) {
@@ -190,160 +293,78 @@ TEST(WgmmaLayout, Mxfp4TilesAreE4m3TilesThatAlsoHoldTheStagedOutput) {
   EXPECT_EQ(MlaWgmmaMxTileBytes(16), MlaWgmmaStageBytes(1));
 }
 
-TEST(WgmmaLayout, SwizzlePermutesTheChunksOfEveryToken) {
-  EXPECT_EQ(MlaWgmmaTokenStride(0), 1152);
-  EXPECT_EQ(MlaWgmmaStageBytes(0), kTile * 1152);
-  for (int t = 0; t < kTile; ++t) {
-    std::set<int> slots;
-    for (int c = 0; c < 72; ++c) slots.insert(MlaWgmmaChunkSlot(t, c));
-    EXPECT_EQ(slots.size(), 72u) << "token " << t;
-    EXPECT_EQ(*slots.rbegin(), 71);
-  }
-}
-
-TEST(WgmmaLayout, KLoadsFollowTheSwizzleWithoutBankConflicts) {
-  for (int warp = 0; warp < kWarps; ++warp) {
-    for (int kb = 0; kb < 1152 / 64; ++kb) {
-      for (int plus8 : {0, 8}) {
-        std::vector<int> bytes;
-        for (int lane = 0; lane < 32; ++lane) {
-          const int quad = lane & 3, t = MlaWgmmaKToken(warp, lane);
-          const MlaWgmmaKOffsets o = MlaWgmmaKOffsetsOf(t, quad);
-          const int off = MlaWgmmaKChunkOffset(o.even, o.odd, kb);
-          // Token t + 8 shares t's offsets: the key reads bits 0..2 only.
-          EXPECT_EQ(off, 16 * MlaWgmmaChunkSlot(t + plus8, 4 * kb + quad))
-              << "warp " << warp << " kb " << kb << " lane " << lane;
-          bytes.push_back((t + plus8) * MlaWgmmaTokenStride(0) + off);
-        }
-        ExpectConflictFree(bytes, "K load kb " + std::to_string(kb));
-      }
-    }
-  }
-}
-
-// The tile copy: thread tid copies chunks (tid % 8) + 8i of tokens tid / 8 +
-// 16 pass to (first ^ key(tid / 8)) + 8i — the swizzle, with one key per thread.
-TEST(WgmmaLayout, TileCopyWritesEveryChunkWhereTheSwizzleSays) {
-  std::set<std::pair<int, int>> written;
-  for (int tid = 0; tid < 128; ++tid) {
-    const int tok0 = tid / 8, first = tid % 8;
-    for (int pass = 0; pass < kTile / 16; ++pass) {
-      const int tok = tok0 + 16 * pass;
-      for (int i = 0; i < 9; ++i) {
-        const int c = first + 8 * i;
-        const int slot = (first ^ MlaWgmmaSwizzleKey(tok0)) + 8 * i;
-        EXPECT_EQ(slot, MlaWgmmaChunkSlot(tok, c)) << "tid " << tid;
-        written.insert({tok, slot});
-      }
-    }
-  }
-  EXPECT_EQ(written.size(), static_cast<size_t>(kTile * 72));
-}
-
-// Q^T: logical (k-step s, column k) of row n must hold the physical dim the
-// K fragments put there, at the core-matrix position the descriptor reads
-// (8 rows x 16 bytes per core matrix, 128 bytes apart along K, 256 along N).
-TEST(WgmmaLayout, QOffsetIsTheInverseOfTheQkPermutation) {
-  for (int rows : {16, 32}) {
-    std::set<int> words;
-    for (int n = 0; n < rows; ++n) {
-      for (int s = 0; s < 576 / 16; ++s) {
-        for (int k = 0; k < 16; ++k) {
-          const int d = 32 * (s / 2) + 8 * ((k % 8) / 2) + 4 * (s % 2) + 2 * (k / 8) + k % 2;
-          const int at = MlaWgmmaQOffset(rows, n, d & ~1) + 2 * (d & 1);
-          const int want = s * rows * 32 + ((n / 8) * 2 + k / 8) * 128 + (n % 8) * 16 + (k % 8) * 2;
-          ASSERT_EQ(at, want) << "rows " << rows << " n " << n << " s " << s << " k " << k;
-          words.insert(at);
-        }
-      }
-    }
-    EXPECT_EQ(words.size(), static_cast<size_t>(rows * 576)) << "every element once";
-  }
-}
-
-// LoadQ stores chunk c8 + 8 i of row n at a per-thread base plus a constant:
-// Offset(n, 8 c8 + 64 i + 2 j) = Offset(n, 8 c8) + Offset(0, 64 i + 2 j).
-TEST(WgmmaLayout, QOffsetSplitsIntoThreadBaseAndConstant) {
-  for (int rows : {16, 32}) {
-    for (int n = 0; n < rows; ++n) {
-      for (int c8 = 0; c8 < 8; ++c8) {
-        for (int i = 0; i < 576 / 64; ++i) {
-          for (int j = 0; j < 4; ++j) {
-            ASSERT_EQ(MlaWgmmaQOffset(rows, n, 8 * c8 + 64 * i + 2 * j),
-                      MlaWgmmaQOffset(rows, n, 8 * c8) + MlaWgmmaQOffset(rows, 0, 64 * i + 2 * j))
-                << "rows " << rows << " n " << n << " c8 " << c8 << " i " << i << " j " << j;
-          }
-        }
-      }
-    }
-  }
-}
-
 // The epilogue's staging: every chunk of a row has its own place, and each
 // phase of 8 lanes of a 16-byte store or load touches 8 different groups of 4
 // banks (rows kMlaWgmmaEpilogueStride words apart; 16 or 32 rows).
 TEST(WgmmaLayout, StagedChunksArePlacedOnceAndWithoutBankConflicts) {
-  std::set<int> places;
-  for (int q = 0; q < 128; ++q) {
-    const int w = MlaWgmmaStagedChunk(q);
-    EXPECT_EQ(w % 4, 0);
-    EXPECT_GE(w, 0);
-    EXPECT_LT(w, 512);
-    places.insert(w);
-  }
-  EXPECT_EQ(places.size(), 128u);
-  auto group = [](int row, int chunk) {
-    return ((row * kMlaWgmmaEpilogueStride + MlaWgmmaStagedChunk(chunk)) / 4) % 8;
-  };
-  // Stores: warp w, lane 4 r + quad writes chunk OutDimBase / 4 + k of row
-  // 8 j + 2 quad + e, one instruction per (j, e, k).
-  for (int rows : {16, 32}) {
-    for (int warp = 0; warp < kWarps; ++warp) {
-      for (int j = 0; j < rows / 8; ++j) {
-        for (int e = 0; e < 2; ++e) {
-          for (int k = 0; k < 4; ++k) {
-            for (int phase = 0; phase < 4; ++phase) {
-              std::set<int> groups;
-              for (int lane = 8 * phase; lane < 8 * phase + 8; ++lane) {
-                const int n = 8 * j + 2 * (lane & 3) + e;
-                groups.insert(group(n, MlaWgmmaOutDimBase(warp, lane) / 4 + k));
+  for (int kv : {0, 1}) {
+    std::set<int> places;
+    for (int q = 0; q < 128; ++q) {
+      const int w = MlaWgmmaStagedChunk(kv, q);
+      EXPECT_EQ(w % 4, 0);
+      EXPECT_GE(w, 0);
+      EXPECT_LT(w, 512);
+      places.insert(w);
+    }
+    EXPECT_EQ(places.size(), 128u);
+    auto group = [kv](int row, int chunk) {
+      return ((row * kMlaWgmmaEpilogueStride + MlaWgmmaStagedChunk(kv, chunk)) / 4) % 8;
+    };
+    // Stores: warp w, lane 4 r + quad writes chunk MlaWgmmaOutChunk(b) of row
+    // 8 j + 2 quad + e, one instruction per (j, e, b).
+    for (int rows : {16, 32}) {
+      for (int warp = 0; warp < kWarps; ++warp) {
+        for (int j = 0; j < rows / 8; ++j) {
+          for (int e = 0; e < 2; ++e) {
+            for (int b = 0; b < 8; b += 2) {
+              for (int phase = 0; phase < 4; ++phase) {
+                std::set<int> groups;
+                for (int lane = 8 * phase; lane < 8 * phase + 8; ++lane) {
+                  const int n = 8 * j + 2 * (lane & 3) + e;
+                  groups.insert(group(n, MlaWgmmaOutChunk(kv, warp, lane, b)));
+                }
+                EXPECT_EQ(groups.size(), 8u) << "kv " << kv << " rows " << rows << " warp " << warp
+                                             << " j " << j << " b " << b;
               }
-              EXPECT_EQ(groups.size(), 8u) << "rows " << rows << " warp " << warp << " j " << j
-                                           << " e " << e << " k " << k << " phase " << phase;
             }
           }
         }
       }
     }
-  }
-  // Loads: thread t reads chunk t (partials), or chunks 2 (t % 64) and one more
-  // (the output rows), of one row.
-  for (int first = 0; first < 128; first += 8) {
-    std::set<int> partial, out_a, out_b;
-    for (int t = first; t < first + 8; ++t) {
-      partial.insert(group(5, t));
-      out_a.insert(group(5, 2 * (t % 64)));
-      out_b.insert(group(5, 2 * (t % 64) + 1));
+    // Loads: thread t reads chunk t (partials), or chunks 2 (t % 64) and one
+    // more (the output rows), of one row.
+    for (int first = 0; first < 128; first += 8) {
+      std::set<int> partial, out_a, out_b;
+      for (int t = first; t < first + 8; ++t) {
+        partial.insert(group(5, t));
+        out_a.insert(group(5, 2 * (t % 64)));
+        out_b.insert(group(5, 2 * (t % 64) + 1));
+      }
+      EXPECT_EQ(partial.size(), 8u) << first;
+      EXPECT_EQ(out_a.size(), 4u) << first;  // 8 lanes, 2 chunks apart: 4 groups twice,
+      EXPECT_EQ(out_b.size(), 4u) << first;  // as without the swap (two wavefronts of 8)
     }
-    EXPECT_EQ(partial.size(), 8u) << first;
-    EXPECT_EQ(out_a.size(), 4u) << first;  // 8 lanes, 2 chunks apart: 4 groups twice,
-    EXPECT_EQ(out_b.size(), 4u) << first;  // as without the swap (two wavefronts of 8)
   }
 }
 
-TEST(WgmmaLayout, OutputDimsAreAPermutationWithConsecutiveDimsPerThread) {
-  std::set<int> dims;
-  for (int b = 0; b < 8; ++b) {
-    for (int m = 0; m < 64; ++m) dims.insert(MlaWgmmaOutDim(b, m));
-  }
-  EXPECT_EQ(dims.size(), 512u);
-  EXPECT_EQ(*dims.rbegin(), 511);
-  for (int warp = 0; warp < kWarps; ++warp) {
-    for (int lane = 0; lane < 32; ++lane) {
-      for (int b = 0; b < 8; ++b) {
-        for (int h = 0; h < 2; ++h) {
-          EXPECT_EQ(MlaWgmmaOutDimBase(warp, lane) + 2 * b + h,
-                    MlaWgmmaOutDim(b, 16 * warp + (lane >> 2) + 8 * h));
+// Every output dim is one accumulator row of one block, and the chunks a
+// thread stages (MlaWgmmaOutChunk) are those of its accumulators b, b + 1.
+TEST(WgmmaLayout, OutputDimsAreAPermutationInWholeChunksPerThread) {
+  for (int kv : {0, 1, 2}) {
+    std::set<int> dims;
+    for (int b = 0; b < 8; ++b) {
+      for (int m = 0; m < 64; ++m) dims.insert(MlaWgmmaOutDim(kv, b, m));
+    }
+    EXPECT_EQ(dims.size(), 512u);
+    EXPECT_EQ(*dims.rbegin(), 511);
+    for (int warp = 0; warp < kWarps; ++warp) {
+      for (int lane = 0; lane < 32; ++lane) {
+        for (int b = 0; b < 8; b += 2) {
+          const int m = 16 * warp + (lane >> 2), q = MlaWgmmaOutChunk(kv, warp, lane, b);
+          EXPECT_EQ(MlaWgmmaOutDim(kv, b, m), 4 * q);
+          EXPECT_EQ(MlaWgmmaOutDim(kv, b, m + 8), 4 * q + 1);
+          EXPECT_EQ(MlaWgmmaOutDim(kv, b + 1, m), 4 * q + 2);
+          EXPECT_EQ(MlaWgmmaOutDim(kv, b + 1, m + 8), 4 * q + 3);
         }
       }
     }
