@@ -43,7 +43,7 @@ constexpr int MX_STAGES_EACH = MX ? STAGES / MX_CONVERTERS : 1;
 constexpr int MX_SHARE_BLOCKS = HEAD_DIM_QK / 32 / 2;  // scale blocks per converting thread
 constexpr int ROWS_PER_THREAD = N / 4;                 // accumulator columns a thread holds
 constexpr int CORE_BYTES = 128;                        // one 8 x 16-byte core matrix
-constexpr int STEP_BYTES = N * 32;                     // one k16 step of Q^T or P^T
+constexpr int STEP_BYTES = N * 32;  // one k16 step of P^T (the Q area holds K_STEPS of them)
 // fp8 KV: S = K Q^T is an e4m3 wgmma on the tile as stored, both operands in
 // shared memory (mla_wgmma_layout.h), with Q as e4m3 codes: a8's own codes,
 // or bf16 Q as two terms hi + lo / 16 (Q_SPLIT, StoreQ), side by side as 2N
@@ -224,8 +224,8 @@ struct Desc {
     return d;
   }
 };
-// B operand base in the core-matrix layout of Smem::q / Smem::p; k-step s
-// is .At(s * STEP_BYTES) (fp8 Q^T: .At(s * Q8_STEP_BYTES)).
+// B operand base in the no-swizzle core-matrix layout of Smem::p (k-step s
+// is .At(s * STEP_BYTES)) and of e4m3 Q^T (.At(s * Q8_STEP_BYTES)).
 MLA_INLINE Desc StepDesc(const u8* base) { return Desc(base, CORE_BYTES, 2 * CORE_BYTES); }
 // An operand in a swizzled layout: descriptor layout type 1 (128-byte
 // swizzle) or 2 (64-byte swizzle). For a K-major operand `sbo` is the bytes
