@@ -43,9 +43,14 @@ MLA_HOST_DEVICE constexpr int MlaWgmmaFp8KStepOffset(int k) {
 // its chunks first + 8 i (first = tid % 8): eight lanes copy 128 contiguous
 // bytes of a token into 8 different bank groups. Both keys are the same for
 // all of a thread's tokens (they are 16 apart).
+// Chunk first + 8 i of token tok0 + 16 pass when it lies in 128-byte-swizzled
+// block i (fp8's latent blocks, every block of a bf16 tile).
+MLA_HOST_DEVICE constexpr int MlaWgmmaBlockCopyOffset(int tok0, int first, int pass, int i) {
+  return i * 8192 + (tok0 + 16 * pass) * 128 + ((first ^ (tok0 & 7)) << 4);
+}
 MLA_HOST_DEVICE constexpr int MlaWgmmaFp8CopyOffset(int tok0, int first, int pass, int i) {
   return i < 4
-             ? i * 8192 + (tok0 + 16 * pass) * 128 + ((first ^ (tok0 & 7)) << 4)
+             ? MlaWgmmaBlockCopyOffset(tok0, first, pass, i)
              : kMlaWgmmaFp8RopeBlock + (tok0 + 16 * pass) * 64 + ((first ^ ((tok0 >> 1) & 3)) << 4);
 }
 
@@ -65,12 +70,8 @@ MLA_HOST_DEVICE constexpr int MlaWgmmaQ8Offset(int rows, int n, int d) {
 // bytes a row, and S took K from registers: 36 chained products and their
 // shared loads, about 1800 cycles a tile; tools/bench/RESULTS.md v66.)
 // =============================================================================
-// The tile copy by cp.async: thread (tok0 = tid / 8, first = tid % 8) copies
-// chunk first + 8 i (block i) of tokens tok0 + 16 pass; those share tok0's
-// swizzle key, and the 8 lanes of a token reach 8 positions.
-MLA_HOST_DEVICE constexpr int MlaWgmmaBf16CopyOffset(int tok0, int first, int pass, int i) {
-  return i * 8192 + (tok0 + 16 * pass) * 128 + ((first ^ (tok0 & 7)) << 4);
-}
+// The tile copy by cp.async is MlaWgmmaBlockCopyOffset's: chunk first + 8 i
+// lies in block i, for all nine blocks.
 
 // Q^T as bf16, the B operand of S: K-major in the same 128-byte swizzle, its
 // `rows` rows of 128 bytes a block of 64 dims (blocks rows * 128 bytes

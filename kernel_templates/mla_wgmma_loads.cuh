@@ -143,7 +143,7 @@ MLA_INLINE void CpAsync16Line(void* dst, const void* src, bool valid) {
 // positions past kv_hi are zero-filled, so masked tokens never inject NaN.
 // Eight lanes per token, each copying every 8th 16-byte chunk; a thread's
 // tokens are 16 apart, so its swizzle keys are the same for all
-// (MlaWgmmaFp8CopyOffset, MlaWgmmaBf16CopyOffset).
+// (MlaWgmmaFp8CopyOffset, MlaWgmmaBlockCopyOffset).
 template <bool FULL>  // FULL: every position of the tile is below kv_hi
 MLA_INLINE void CopyKvTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0, int kv_hi,
                            int buf, const Smem& sm) {
@@ -166,7 +166,7 @@ MLA_INLINE void CopyKvTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0
       const int c = first + i * LANES;
       if (CHUNKS % LANES == 0 || c < CHUNKS) {
         const int at = FP8 ? MlaWgmmaFp8CopyOffset(tok0, first, pass, i)
-                           : MlaWgmmaBf16CopyOffset(tok0, first, pass, i);
+                           : MlaWgmmaBlockCopyOffset(tok0, first, pass, i);
         CpAsync16Line(stage + at, src + i * LANES * 16, valid);
       }
     }

@@ -60,43 +60,25 @@ using mla_wgmma::Desc;
       : MLA_ACC8(0), MLA_ACC8(8), MLA_ACC8(16), MLA_ACC8(24)                        \
       : "r"(a.lo), "r"(a.hi), "r"(b.lo), "r"(b.hi), "r"(accumulate))
 
-// m64nNk32 e4m3 for the swap-AB path's S (N = 16, 32): 8 or 16 accumulators.
-#define MLA_WGMMA_SS_N16_E4M3                                         \
-  asm volatile(                                                       \
-      "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, %12, 0;\n" \
-      "mov.b64 da, {%8, %9};\nmov.b64 db, {%10, %11};\n"              \
-      "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 "         \
-      "{%0, %1, %2, %3, %4, %5, %6, %7}, da, db, p, 1, 1;\n}\n"       \
-      : MLA_ACC8(0)                                                   \
+// The swap-AB path's S (N = 16, 32: 8 or 16 accumulators), both operands
+// K-major. KIND is the shape and types (m64nNk32 e4m3, m64nNk16 bf16), TAIL
+// the transpose flags that 16-bit types take ("" for e4m3).
+#define MLA_WGMMA_SS_N16(KIND, TAIL)                                     \
+  asm volatile(                                                          \
+      "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, %12, 0;\n"    \
+      "mov.b64 da, {%8, %9};\nmov.b64 db, {%10, %11};\n"                 \
+      "wgmma.mma_async.sync.aligned." KIND                               \
+      " {%0, %1, %2, %3, %4, %5, %6, %7}, da, db, p, 1, 1" TAIL ";\n}\n" \
+      : MLA_ACC8(0)                                                      \
       : "r"(a.lo), "r"(a.hi), "r"(b.lo), "r"(b.hi), "r"(accumulate))
-#define MLA_WGMMA_SS_N32_E4M3                                                               \
-  asm volatile(                                                                             \
-      "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, %20, 0;\n"                       \
-      "mov.b64 da, {%16, %17};\nmov.b64 db, {%18, %19};\n"                                  \
-      "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 "                               \
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, da, db, p, " \
-      "1, 1;\n}\n"                                                                          \
-      : MLA_ACC8(0), MLA_ACC8(8)                                                            \
-      : "r"(a.lo), "r"(a.hi), "r"(b.lo), "r"(b.hi), "r"(accumulate))
-
-// m64nNk16 bf16 for the swap-AB path's S on bf16 tiles (N = 16, 32), both
-// operands K-major.
-#define MLA_WGMMA_SS_N16_BF16                                         \
-  asm volatile(                                                       \
-      "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, %12, 0;\n" \
-      "mov.b64 da, {%8, %9};\nmov.b64 db, {%10, %11};\n"              \
-      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "         \
-      "{%0, %1, %2, %3, %4, %5, %6, %7}, da, db, p, 1, 1, 0, 0;\n}\n" \
-      : MLA_ACC8(0)                                                   \
-      : "r"(a.lo), "r"(a.hi), "r"(b.lo), "r"(b.hi), "r"(accumulate))
-#define MLA_WGMMA_SS_N32_BF16                                                               \
-  asm volatile(                                                                             \
-      "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, %20, 0;\n"                       \
-      "mov.b64 da, {%16, %17};\nmov.b64 db, {%18, %19};\n"                                  \
-      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "                               \
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, da, db, p, " \
-      "1, 1, 0, 0;\n}\n"                                                                    \
-      : MLA_ACC8(0), MLA_ACC8(8)                                                            \
+#define MLA_WGMMA_SS_N32(KIND, TAIL)                                                         \
+  asm volatile(                                                                              \
+      "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, %20, 0;\n"                        \
+      "mov.b64 da, {%16, %17};\nmov.b64 db, {%18, %19};\n"                                   \
+      "wgmma.mma_async.sync.aligned." KIND                                                   \
+      " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, da, db, p, " \
+      "1, 1" TAIL ";\n}\n"                                                                   \
+      : MLA_ACC8(0), MLA_ACC8(8)                                                             \
       : "r"(a.lo), "r"(a.hi), "r"(b.lo), "r"(b.hi), "r"(accumulate))
 
 #define MLA_WGMMA_SS_N256(TYPE)                                                               \
@@ -125,9 +107,9 @@ template <int NN>
 MLA_INLINE void SsE4m3(float* d, Desc a, Desc b, int accumulate) {
   static_assert(NN == 16 || NN == 32 || NN == 64, "wgmma N of the e4m3 product");
   if (NN == 16) {
-    MLA_WGMMA_SS_N16_E4M3;
+    MLA_WGMMA_SS_N16("m64n16k32.f32.e4m3.e4m3", "");
   } else if (NN == 32) {
-    MLA_WGMMA_SS_N32_E4M3;
+    MLA_WGMMA_SS_N32("m64n32k32.f32.e4m3.e4m3", "");
   } else {
     MLA_WGMMA_SS_N64_E4M3;
   }
@@ -139,9 +121,9 @@ template <int NN>
 MLA_INLINE void SsBf16(float* d, Desc a, Desc b, int accumulate) {
   static_assert(NN == 16 || NN == 32, "wgmma N of the swap-AB bf16 product");
   if (NN == 16) {
-    MLA_WGMMA_SS_N16_BF16;
+    MLA_WGMMA_SS_N16("m64n16k16.f32.bf16.bf16", ", 0, 0");
   } else {
-    MLA_WGMMA_SS_N32_BF16;
+    MLA_WGMMA_SS_N32("m64n32k16.f32.bf16.bf16", ", 0, 0");
   }
 }
 
@@ -184,10 +166,8 @@ MLA_INLINE void RsM64N256K16Bf16(float (&d)[128], const u32 (&a)[4], Desc b, int
 
 #undef MLA_WGMMA_SS_N64
 #undef MLA_WGMMA_SS_N64_E4M3
-#undef MLA_WGMMA_SS_N16_E4M3
-#undef MLA_WGMMA_SS_N32_E4M3
-#undef MLA_WGMMA_SS_N16_BF16
-#undef MLA_WGMMA_SS_N32_BF16
+#undef MLA_WGMMA_SS_N16
+#undef MLA_WGMMA_SS_N32
 #undef MLA_WGMMA_SS_N256
 #undef MLA_WGMMA_SS_REGS_32
 #undef MLA_WGMMA_SS_REGS_128

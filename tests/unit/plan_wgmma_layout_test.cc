@@ -225,7 +225,7 @@ TEST(WgmmaLayout, Bf16TileCopyWritesEveryChunkOnceWithoutBankConflicts) {
         std::vector<int> bytes;
         for (int lane = 0; lane < 32; ++lane) {
           const int tid = 32 * warp + lane, tok0 = tid / 8, first = tid % 8;
-          const int at = MlaWgmmaBf16CopyOffset(tok0, first, pass, i);
+          const int at = MlaWgmmaBlockCopyOffset(tok0, first, pass, i);
           EXPECT_EQ(at, MlaRowsKvOffset(tok0 + 16 * pass, first + 8 * i)) << "tid " << tid;
           written.insert(at);
           bytes.push_back(at);
