@@ -43,15 +43,15 @@ MLA_HOST_DEVICE constexpr int MlaWgmmaFp8KStepOffset(int k) {
 // its chunks first + 8 i (first = tid % 8): eight lanes copy 128 contiguous
 // bytes of a token into 8 different bank groups. Both keys are the same for
 // all of a thread's tokens (they are 16 apart).
-// Chunk first + 8 i of token tok0 + 16 pass when it lies in 128-byte-swizzled
-// block i (fp8's latent blocks, every block of a bf16 tile).
-MLA_HOST_DEVICE constexpr int MlaWgmmaBlockCopyOffset(int tok0, int first, int pass, int i) {
-  return i * 8192 + (tok0 + 16 * pass) * 128 + ((first ^ (tok0 & 7)) << 4);
-}
 MLA_HOST_DEVICE constexpr int MlaWgmmaFp8CopyOffset(int tok0, int first, int pass, int i) {
   return i < 4
-             ? MlaWgmmaBlockCopyOffset(tok0, first, pass, i)
+             ? i * 8192 + (tok0 + 16 * pass) * 128 + ((first ^ (tok0 & 7)) << 4)
              : kMlaWgmmaFp8RopeBlock + (tok0 + 16 * pass) * 64 + ((first ^ ((tok0 >> 1) & 3)) << 4);
+}
+// Chunk first + 8 i of token tok0 + 16 pass where it lies in 128-byte-swizzled
+// block i: every block of a bf16 tile, placed as fp8's latent blocks above.
+MLA_HOST_DEVICE constexpr int MlaWgmmaBlockCopyOffset(int tok0, int first, int pass, int i) {
+  return i * 8192 + (tok0 + 16 * pass) * 128 + ((first ^ (tok0 & 7)) << 4);
 }
 
 // Q^T as e4m3 codes, the B operand of S (K-major, no swizzle): `rows` columns
