@@ -10,7 +10,11 @@
 // products, with 64 KV tokens as M and the rows as N:
 //   S^T [64 tokens x N rows]  = K  [64 x 576] . Q^T [576 x N]
 //   O^T [512 dims  x N rows] += V^T[512 x 64] . P^T [64 x N]
-// One CTA is one warpgroup (4 warps); two CTAs share an SM for fp8.
+// One CTA is one warpgroup (4 warps); two CTAs share an SM for fp8. bf16
+// tiles of 32 rows may instead be two warpgroups of 16 rows each (8 warps,
+// ROW_GROUPS): both read every KV tile from the same stage, copied once, and
+// meet at the same CTA-wide barriers; Q^T, P^T and the row statistics are
+// each warpgroup's own (GroupSmem).
 //
 // S^T is one product with both operands in shared memory, K the tile as
 // stored (in the 128-byte swizzle, fp8's rope block in the 64-byte one,

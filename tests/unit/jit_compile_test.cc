@@ -242,11 +242,10 @@ TEST(JitCompile, WarpgroupMmaShapesCompileForSm90a) {
           if (q_mode == QMode::kFp8 && (kv != KvFormat::kFp8E4m3 || page_size != 0)) continue;
           const plan::TileShape t = plan::ChooseTiles("sm_90a", heads, kv);
           ASSERT_TRUE(plan::RunsWgmmaPath("sm_90a", kv, t.block_m, t.block_n, t.num_warps));
-          // 32 rows with 16 heads: two q positions.
-          // Everything in registers but bf16's 32-row tiles of one q position
-          // (which spill a few words).
+          // 32 rows with 16 heads: two q positions. Everything in registers
+          // (bf16's 32-row tiles are two warpgroups of 16 rows).
           ExpectCompiles(**kc, Sm90aSpec(heads, heads == 16 ? 2 : 1, kv, q_mode, page_size, t),
-                         /*no_spills=*/kv == KvFormat::kFp8E4m3 || heads == 16);
+                         /*no_spills=*/true);
           ++compiled;
         }
       }
@@ -266,8 +265,8 @@ TEST(JitCompile, WarpgroupMmaShapesCompileForSm90a) {
       ++compiled;
     }
   }
-  // bf16 tiles of 32 rows as two warpgroups of 16 rows (8 warps, a tuner
-  // candidate), one q position and two (causal): nothing spills.
+  // bf16 tiles of 32 rows as two warpgroups of 16 rows (8 warps, the
+  // policy's), one q position and two (causal): nothing spills.
   for (int q_len : {1, 2}) {
     for (int page_size : {0, 64}) {
       plan::TileShape t;
