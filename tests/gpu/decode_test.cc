@@ -451,15 +451,16 @@ TEST_F(GpuDecodeTest, Bf16RowPairTilesWithAndWithoutTensorMaps) {
   // position; two causal q positions of 16 heads (each warpgroup its own
   // position); 24 rows (the second warpgroup's half filled) and 8 (empty);
   // 48 rows (a second row tile with rows for the first warpgroup only).
-  // Flat (tensor copies where maps exist) and pages of 16 tokens (cp.async,
-  // copied by the first warpgroup alone); both Q modes; part tiles, empty
-  // sequences, sequences split over CTAs. (Elsewhere the mma.sync path.)
+  // Flat and pages of 64 tokens (tensor copies where maps exist), pages of
+  // 16 and 1 (cp.async, copied by the first warpgroup alone); both Q modes;
+  // part tiles, empty sequences, sequences split over CTAs. (Elsewhere the
+  // mma.sync path.)
   absl::StatusOr<std::unique_ptr<DecodeHarness>> without = HarnessWithoutTensorMaps();
   ASSERT_TRUE(without.ok()) << without.status();
   ScopedEnv env("MLAJIT_TILES", "32,64,8,2,1");
   for (DecodeHarness* h : {harness_, without->get()}) {
     const bool maps = h == harness_ && OnHopper(*h);
-    for (int page : {0, 16}) {
+    for (int page : {0, 64, 16, 1}) {
       for (const Shape& sh :
            {Shape{32, 1, 3000, 5, page}, Shape{16, 2, 2500, 4, page}, Shape{24, 1, 700, 3, page},
             Shape{8, 1, 900, 3, page}, Shape{16, 3, 1800, 3, page}}) {
@@ -471,9 +472,9 @@ TEST_F(GpuDecodeTest, Bf16RowPairTilesWithAndWithoutTensorMaps) {
           if (!OnHopper(*h)) continue;
           EXPECT_EQ(IntField(plan, "block_m"), 32) << plan;
           EXPECT_EQ(IntField(plan, "num_warps"), 8) << plan;
-          EXPECT_NE(
-              plan.find(absl::StrCat("\"kv_tensor_maps\":", maps && page == 0 ? "true" : "false")),
-              std::string::npos)
+          EXPECT_NE(plan.find(absl::StrCat("\"kv_tensor_maps\":",
+                                           maps && page % 64 == 0 ? "true" : "false")),
+                    std::string::npos)
               << plan;
         }
       }
