@@ -10,7 +10,11 @@
 // products, with 64 KV tokens as M and the rows as N:
 //   S^T [64 tokens x N rows]  = K  [64 x 576] . Q^T [576 x N]
 //   O^T [512 dims  x N rows] += V^T[512 x 64] . P^T [64 x N]
-// One CTA is one warpgroup (4 warps); two CTAs share an SM for fp8.
+// One CTA is one warpgroup (4 warps); two CTAs share an SM for fp8. bf16
+// tiles of 32 rows may instead be two warpgroups of 16 rows each (8 warps,
+// ROW_GROUPS): both read every KV tile from the same stage, copied once, and
+// meet at the same CTA-wide barriers; Q^T, P^T and the row statistics are
+// each warpgroup's own (GroupSmem).
 //
 // S^T is one product with both operands in shared memory, K the tile as
 // stored (in the 128-byte swizzle, fp8's rope block in the 64-byte one,
@@ -71,10 +75,14 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
                             const Smem& sm, float q_scale, const MlaWorkItem& next,
                             MlaSeqInfo& next_seq, int& g, u32& tma_phase, int (&stamps)[2]) {
   ItemStamp(stamps, mla_timeline::kSwItemStart);
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  // This warpgroup's rows of the item: [row_start, row_start + N).
+  const unsigned tid = GroupTid();
+  const int lane = tid & 31, warp = tid >> 5;
   const int r = lane >> 2, quad = lane & 3;
   const int rows_total = s.q_len * NUM_HEADS;
-  const ItemRange range = RangeOf(item, s);
+  const int group_row0 = RowGroup() * N;  // 0 with one row group
+  const int row_start = item.row_start + group_row0;
+  const ItemRange range = RangeOf(item, s, BLOCK_M);
   const int kv_lo = range.kv_lo, kv_hi = range.kv_hi, num_tiles = range.num_tiles;
 
   // This thread's accumulator columns (query rows): n = 8j + 2 quad + e.
@@ -82,7 +90,7 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
 #pragma unroll
   for (int c = 0; c < ROWS_PER_THREAD; ++c) {
     const int n = 8 * (c / 2) + 2 * quad + (c % 2);
-    lim[c] = min(kv_hi, VisibleKv<NUM_HEADS, CAUSAL>(s, item.row_start + n));
+    lim[c] = min(kv_hi, VisibleKv<NUM_HEADS, CAUSAL>(s, row_start + n));
   }
 
   float score_scale = p.sm_scale * LOG2E;
@@ -114,7 +122,7 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
   // K through descriptors (v66).
   constexpr bool Q_FIRST = !MX && N == 16;
   QRows q_rows;
-  if (Q_FIRST && num_tiles > 0) q_rows = LoadQRows(p, s, item.row_start);
+  if (Q_FIRST && num_tiles > 0) q_rows = LoadQRows(p, s, row_start);
   if (KV_TMA) FenceProxyAsync();  // the epilogue's staged rows -> tensor copies
   SyncMma();  // the previous item is done with shared memory
   u32 tma_tiles = 0;  // bit b: stage b's tile comes by tensor copies
@@ -126,7 +134,7 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
       }
       CpAsyncCommit();
     }
-    if (!Q_FIRST) q_rows = LoadQRows(p, s, item.row_start);
+    if (!Q_FIRST) q_rows = LoadQRows(p, s, row_start);
     score_scale *= StoreQ(q_rows, sm, q_scale);
   }
   next_seq = LoadSeq(p, next);
@@ -354,7 +362,8 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
   // after the last tile (tools/bench/RESULTS.md v17).
   // Partials are kept before kv_scale (mla_common.cuh).
   const float v_scale = FP8 && item.partial < 0 ? p.kv_scale : MX ? ldexpf(1.0f, frame) : 1.0f;
-  float* staged = reinterpret_cast<float*>(sm.raw + (MX ? MxBuffer(g) * STAGE_BYTES : 0));
+  float* staged = reinterpret_cast<float*>(sm.raw + (MX ? MxBuffer(g) * STAGE_BYTES : 0)) +
+                  RowGroup() * N * EPILOGUE_STRIDE;
   // Every row's sum before any store (the compiler cannot move these loads
   // above the staging stores, which it cannot prove apart from red), and the
   // fast division and logarithm: sum is at least 1 (the token that set the
@@ -384,9 +393,9 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
                       o[b + 1][4 * j + 2 + e] * x);
     }
     if (warp == 0 && r == 0) {
-      const int out_row = item.row_start + n;
+      const int out_row = row_start + n;
       if (item.partial >= 0) {
-        p.partial_lse[item.partial * BLOCK_M + n] = lse[c];
+        p.partial_lse[item.partial * BLOCK_M + group_row0 + n] = lse[c];
       } else if (WRITE_LSE && out_row < rows_total) {
         p.lse[static_cast<long long>(s.qo_start) * NUM_HEADS + out_row] = lse[c];
       }
@@ -396,21 +405,22 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
   SyncMma();
   ItemStamp(stamps, mla_timeline::kSwRowsStaged);
   if (item.partial >= 0) {
-    // The slot holds the whole tile: N rows of 512 values, one row per pass.
-    const long long e = static_cast<long long>(item.partial) * BLOCK_M * HEAD_DIM_V;
+    // The slot holds the whole tile: BLOCK_M rows of 512 values; this
+    // warpgroup's N, one row per pass.
+    const long long e = (static_cast<long long>(item.partial) * BLOCK_M + group_row0) * HEAD_DIM_V;
 #pragma unroll 4
     for (int n = 0; n < N; ++n) {
-      StorePartial4(p.partial_o, e + n * HEAD_DIM_V + 4 * threadIdx.x,
+      StorePartial4(p.partial_o, e + n * HEAD_DIM_V + 4 * tid,
                     *reinterpret_cast<const float4*>(staged + n * EPILOGUE_STRIDE +
-                                                     MlaWgmmaStagedChunk(KV_FORMAT, threadIdx.x)));
+                                                     MlaWgmmaStagedChunk(KV_FORMAT, tid)));
     }
   } else {
     // The tile's rows below rows_total are consecutive rows of out: two rows of
     // 512 bf16 per pass, 8 dims per thread.
-    const int rows = min(N, rows_total - item.row_start);
+    const int rows = min(N, rows_total - row_start);
     u16* out = static_cast<u16*>(p.out) +
-               (static_cast<long long>(s.qo_start) * NUM_HEADS + item.row_start) * HEAD_DIM_V;
-    const int half = threadIdx.x >> 6, d8 = 8 * (threadIdx.x & 63);
+               (static_cast<long long>(s.qo_start) * NUM_HEADS + row_start) * HEAD_DIM_V;
+    const int half = tid >> 6, d8 = 8 * (tid & 63);
 #pragma unroll 4
     for (int n = half; n < N; n += 2) {
       if (n >= rows) break;
@@ -434,7 +444,7 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
 
 MLA_INLINE void DecodeCta(const MlaDecodeParams& p) {
   extern __shared__ __align__(128) u8 mla_smem[];
-  const Smem sm = CarveSmem(mla_smem);
+  const Smem sm = GroupSmem(CarveSmem(mla_smem), RowGroup());
   // Only thread 0 stamps, so its own write of the flag needs no barrier.
   mla_timeline::BeginLaunch();
   mla_timeline::Stamp(2, 0, 0, mla_timeline::kSwCtaStart);
@@ -471,7 +481,7 @@ MLA_INLINE void DecodeCta(const MlaDecodeParams& p) {
   int stamps[2] = {0, 0};
   ForEachWorkItem(p, [&](const MlaWorkItem& item, const MlaSeqInfo& seq, const MlaWorkItem& next,
                          MlaSeqInfo& next_seq) {
-    mla_timeline::GridItemStart(stamps[1], RangeOf(item, seq).num_tiles);
+    mla_timeline::GridItemStart(stamps[1], RangeOf(item, seq, BLOCK_M).num_tiles);
     ProcessItem(p, item, seq, sm, q_scale, next, next_seq, g, tma_phase, stamps);
     mla_timeline::GridItemEnd(stamps[1] - 1);  // (ProcessItem counted it)
   });

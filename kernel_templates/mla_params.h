@@ -172,13 +172,21 @@ MLA_HOST_DEVICE constexpr int MlaMmaSmemBytes(int kv_format, int block_m, int bl
 // The Hopper warpgroup-MMA path (mla_decode_wgmma.cuh) serves sm_90a with
 // 64-token tiles and 16 or 32 query rows per tile: one 4-warp warpgroup per
 // CTA for fp8 and bf16 KV; for MXFP4 two or three (8 or 12 warps: one or two
-// convert tiles for the first). Host and device decide with this one predicate.
+// convert tiles for the first); bf16 tiles of 32 rows also as two warpgroups
+// of 16 rows each that share the KV stages (8 warps, MlaWgmmaRowGroups).
+// Host and device decide with this one predicate.
 MLA_HOST_DEVICE constexpr bool MlaWgmmaEligible(int kv_format, int block_m, int block_n,
                                                 int num_warps) {
   return (block_m == 16 || block_m == 32) && block_n == 64 &&
-         ((kv_format == 0 || kv_format == 1)
-              ? num_warps == 4
-              : kv_format == 2 && (num_warps == 8 || num_warps == 12));
+         (kv_format == 1   ? num_warps == 4
+          : kv_format == 0 ? num_warps == 4 || (num_warps == 8 && block_m == 32)
+                           : kv_format == 2 && (num_warps == 8 || num_warps == 12));
+}
+// How many warpgroups of that path split a tile's rows between them: 2 for
+// bf16 tiles of 32 rows on 8 warps (each warpgroup computes its 16 rows from
+// the same KV tile in shared memory), else 1.
+MLA_HOST_DEVICE constexpr int MlaWgmmaRowGroups(int kv_format, int block_m, int num_warps) {
+  return kv_format == 0 && block_m == 32 && num_warps == 8 ? 2 : 1;
 }
 
 // The 64-row Hopper path (mla_decode_wgmma_rows.cuh) serves sm_90a with fp8 or

@@ -16,8 +16,14 @@ using mla_mma::CpAsyncWait;
 using mla_mma::Fp8x4ToF16x4;
 using mla_mma::SmemAddr;
 
-constexpr int NUM_THREADS = 128;  // the warpgroup that runs the products
-constexpr int N = BLOCK_M;        // query rows per tile: the wgmma N
+constexpr int NUM_THREADS = 128;  // a warpgroup that runs the products
+// bf16 tiles of 32 rows on 8 warps: two such warpgroups, rows 16 g .. 16 g + 15
+// of the tile for warpgroup g (MlaWgmmaRowGroups), each with its own Q^T, P^T
+// and row statistics, sharing the KV stages and the CTA's barriers, so that
+// each KV tile is copied into shared memory once for 32 rows and two chains
+// of products and softmax run on the SM.
+constexpr int ROW_GROUPS = MlaWgmmaRowGroups(KV_FORMAT, BLOCK_M, NUM_WARPS);
+constexpr int N = BLOCK_M / ROW_GROUPS;  // query rows per warpgroup: the wgmma N
 constexpr int TILE = 64;          // KV tokens per tile: the wgmma M
 constexpr bool FP8 = KV_FORMAT == KV_FORMAT_FP8;
 // MXFP4 (mla_wgmma_mxfp4.cuh): one or two more warpgroups copy tiles as
@@ -69,12 +75,13 @@ static_assert(EPILOGUE_STRIDE == HEAD_DIM_V + 4, "a row of 512 values and 4 more
 // warpgroup, 64-token tiles, 16 or 32 rows); the file is
 // compiled for every sm_90a shape, so nothing here may assert more.
 constexpr bool ELIGIBLE = MlaWgmmaEligible(KV_FORMAT, BLOCK_M, BLOCK_N, NUM_WARPS);
-static_assert(!ELIGIBLE || N * EPILOGUE_STRIDE * 4 <= (MX ? 1 : KV_TILES) * STAGE_BYTES,
+static_assert(!ELIGIBLE || BLOCK_M * EPILOGUE_STRIDE * 4 <= (MX ? 1 : KV_TILES) * STAGE_BYTES,
               "the staged output fits the KV stages (MXFP4: one tile)");
 static_assert(!ELIGIBLE || !MX || (MX_STAGES_EACH >= 1 && STAGES % MX_CONVERTERS == 0),
               "each converting warpgroup has the same number of raw stages");
 
 struct Smem {
+  // q, p and red are per row group (GroupSmem): ROW_GROUPS of each in a row.
   u8* q;       // Q^T: bf16 MlaWgmmaQ16Offset, e4m3 codes MlaWgmmaQ8Offset
   u8* raw;     // [KV_TILES][STAGE_BYTES] KV tiles (as stored, swizzled; MXFP4: converted)
   u8* mx;      // MXFP4: [STAGES][MX_STAGE_BYTES] tiles as stored
@@ -87,19 +94,35 @@ struct Smem {
   u32* mx_max;    // MXFP4: [converter][warp] largest scale code of the tile in hand
 };
 
+constexpr int Q_GROUP_BYTES = K_STEPS * STEP_BYTES;      // a row group's Q^T
+constexpr int P_GROUP_BYTES = (TILE / 16) * STEP_BYTES;  // a row group's P^T
+static_assert(Q_GROUP_BYTES % 1024 == 0, "each group's Q^T 1024-byte aligned for its swizzle");
+
 MLA_INLINE Smem CarveSmem(u8* base) {
   static_assert(NS * 32 * K8_STEPS <= K_STEPS * STEP_BYTES, "fp8 Q^T fits the Q area");
   static_assert(STAGE_BYTES % 1024 == 0, "bf16 Q^T's 128-byte swizzle needs it 1024-byte aligned");
   Smem m;
   m.raw = base;  // the swizzled stages first, at multiples of 1024 bytes
   m.q = m.raw + KV_TILES * STAGE_BYTES;
-  m.mx = m.q + K_STEPS * STEP_BYTES;
+  m.mx = m.q + ROW_GROUPS * Q_GROUP_BYTES;
   m.p = m.mx + (MX ? STAGES * MX_STAGE_BYTES : 0);
-  m.red = reinterpret_cast<float*>(m.p + (TILE / 16) * STEP_BYTES);
-  m.full = reinterpret_cast<u64*>(m.red + 4 * N);
+  m.red = reinterpret_cast<float*>(m.p + ROW_GROUPS * P_GROUP_BYTES);
+  m.full = reinterpret_cast<u64*>(m.red + ROW_GROUPS * 4 * N);
   m.empty = m.full + 2;
   m.mx_shift = reinterpret_cast<int*>(m.empty + 2);
   m.mx_max = reinterpret_cast<u32*>(m.mx_shift + 2);
+  return m;
+}
+
+// The thread's row group and its index in the group's warpgroup (the
+// thread index itself with one group, as every product thread is then in
+// the first warpgroup), and the group's view of shared memory.
+MLA_INLINE int RowGroup() { return ROW_GROUPS == 1 ? 0 : threadIdx.x / NUM_THREADS; }
+MLA_INLINE unsigned GroupTid() { return ROW_GROUPS == 1 ? threadIdx.x : threadIdx.x % NUM_THREADS; }
+MLA_INLINE Smem GroupSmem(Smem m, int group) {
+  m.q += group * Q_GROUP_BYTES;
+  m.p += group * P_GROUP_BYTES;
+  m.red += group * 4 * N;
   return m;
 }
 

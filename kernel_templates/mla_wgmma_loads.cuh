@@ -37,7 +37,8 @@ struct QRows {
 };
 MLA_INLINE QRows LoadQRows(const MlaDecodeParams& p, const MlaSeqInfo& s, int row_start) {
   static_assert(NUM_THREADS == 128 && N % 16 == 0, "8 threads per row, 16 rows per pass");
-  const int n0 = threadIdx.x >> 3, c8 = threadIdx.x & 7;
+  const unsigned tid = GroupTid();
+  const int n0 = tid >> 3, c8 = tid & 7;
   const int rows_total = s.q_len * NUM_HEADS;
   const u16* q = static_cast<const u16*>(p.q) +
                  (static_cast<long long>(s.qo_start) * NUM_HEADS + row_start) * HEAD_DIM_QK +
@@ -59,7 +60,8 @@ MLA_INLINE QRows LoadQRows(const MlaDecodeParams& p, const MlaSeqInfo& s, int ro
 // Returns the factor that undoes Q's scaling in the scores. Block-wide.
 MLA_INLINE float StoreQ(const QRows& rows, const Smem& sm, float q_scale) {
   constexpr int ROW_SETS = Q_ROW_SETS, CHUNKS = Q_CHUNKS;
-  const int n0 = threadIdx.x >> 3, c8 = threadIdx.x & 7;
+  const unsigned tid = GroupTid();
+  const int n0 = tid >> 3, c8 = tid & 7;
   const auto& v = rows.v;
   // e4m3 tiles: bf16 Q becomes two e4m3 terms scaled into e4m3 range
   // (PowerOfTwoRangeScale, SplitE4m3x2), a8 its codes.
@@ -72,7 +74,7 @@ MLA_INLINE float StoreQ(const QRows& rows, const Smem& sm, float q_scale) {
       for (int i = 0; i < CHUNKS; ++i) AbsMaxBf16x8(m2, v[h][i]);
     }
     float amax = fmaxf(Bf16ToFloat(m2 & 0xffffu), Bf16ToFloat(m2 >> 16));
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int warp = tid >> 5, lane = tid & 31;
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
     if (lane == 0) sm.red[warp] = amax;
@@ -174,7 +176,8 @@ MLA_INLINE void CopyKvTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0
 }
 // Starts copying tile j0 into stage `buf`; returns whether it went by tensor
 // copies (then stage `buf`'s barrier completes when it lands, else this
-// thread's next cp.async commit group holds its share).
+// thread's next cp.async commit group holds its share: the first row group's
+// threads copy the whole tile, so the barrier after their wait publishes it).
 MLA_INLINE bool IssueKvTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0, int kv_hi,
                             int buf, const Smem& sm) {
   int slot = 0;
@@ -182,6 +185,7 @@ MLA_INLINE bool IssueKvTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j
     if (threadIdx.x == 0) CopyKvTileTma(p, slot, sm.raw + buf * STAGE_BYTES, &sm.full[buf]);
     return true;
   }
+  if (RowGroup() != 0) return false;  // the first warpgroup copies for both
   if (j0 + TILE <= kv_hi) {
     CopyKvTile<true>(p, s, j0, kv_hi, buf, sm);
   } else {

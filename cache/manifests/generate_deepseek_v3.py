@@ -51,7 +51,9 @@ def tiles(arch, rows, kv, page):
             return [(64, 64, 12, 3)]  # rows as M: a scorer and two accumulators
         if rows > 32:
             return [(64, 64, 8, 2)]  # rows as M, 64 rows per tile
-        return [(16, 64, 4, 2)] if rows <= 16 else [(32, 64, 4, 2), (16, 64, 4, 2)]
+        # 32 rows: bf16 as two warpgroups of 16 rows (8 warps), fp8 one
+        pair = 8 if kv == "bf16" else 4
+        return [(16, 64, 4, 2)] if rows <= 16 else [(32, 64, pair, 2), (16, 64, 4, 2)]
     sm = int(arch[3:].rstrip("a"))
     limit = 166912 if sm in (80, 87) else 232448 if sm >= 90 else 101376
 

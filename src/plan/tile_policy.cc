@@ -124,7 +124,8 @@ TileShape ChooseTiles(const std::string& arch, int rows_per_sequence, KvFormat k
   }
   if (arch == "sm_90a") {
     // Warpgroup MMA with the KV tile as M (mla_decode_wgmma.cuh): one 4-warp
-    // CTA per tile of 16 or 32 query rows. Two stages: fp8 then fits two CTAs
+    // CTA per tile of 16 or 32 query rows (bf16's 32: 8 warps, below). Two
+    // stages: fp8 then fits two CTAs
     // per SM. MXFP4 adds warpgroups that convert tiles (to e4m3 since v30;
     // two converted tiles, one CTA per SM): two, one per converted tile with
     // a raw stage each, for 16-row tiles (H200, RESULTS.md v19: (128,1,8192,16)
@@ -136,11 +137,16 @@ TileShape ChooseTiles(const std::string& arch, int rows_per_sequence, KvFormat k
     // MXFP4 with more than 32 rows per sequence takes 32-row tiles too (v30:
     // 18-27 % faster than the mma.sync path's 64-row tiles on the q_len 4
     // cases, although each KV tile is converted once per row tile).
+    // bf16 tiles of 32 rows run as two warpgroups of 16 rows that share the
+    // KV stages (8 warps): no spills, the 16-row softmax, each KV tile copied
+    // once for 32 rows (H100, RESULTS.md v67: 1-5 % faster than one
+    // warpgroup of 32 rows).
     const bool mxfp4 = kv_format == KvFormat::kMxfp4;
+    const bool bf16 = kv_format == KvFormat::kBf16;
     auto shape = [&](int block_m) {
       t.block_m = block_m;
       t.block_n = 64;
-      t.num_warps = !mxfp4 ? 4 : block_m == 16 ? 12 : 8;
+      t.num_warps = mxfp4 ? (block_m == 16 ? 12 : 8) : bf16 && block_m == 32 ? 8 : 4;
       t.num_stages = 2;
       t.smem_bytes = MlaWgmmaSmemBytes(static_cast<int>(kv_format), t.block_m, t.num_stages);
       t.ctas_per_sm = CtasPerSm(arch, t);

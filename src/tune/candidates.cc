@@ -13,6 +13,8 @@ struct Tiles {
 
 // Kernel shapes per path (tile_policy.cc explains each path's use).
 constexpr Tiles kWgmmaTiles[] = {{16, 64, 4}, {32, 64, 4}};
+// bf16 only: 32-row tiles as two warpgroups of 16 rows sharing the KV stages.
+constexpr Tiles kBf16RowPairTiles = {32, 64, 8};
 // 64-row tiles: two warpgroups (bf16's policy; fp8 too before v22) or, fp8
 // only, three (a scorer and two accumulators).
 constexpr Tiles kWgmmaRowsTiles[] = {{64, 64, 8}, {64, 64, 12}};
@@ -86,6 +88,7 @@ std::vector<plan::TileShape> Candidates(const std::string& arch, int rows, KvFor
   };
   if (arch == "sm_90a" && kv_format != KvFormat::kMxfp4) {
     for (const Tiles& s : kWgmmaTiles) add_tiles(s);
+    if (kv_format == KvFormat::kBf16) add_tiles(kBf16RowPairTiles);
     if (rows > 32) {
       for (const Tiles& s : kWgmmaRowsTiles) add_tiles(s);
     }

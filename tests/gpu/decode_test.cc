@@ -445,6 +445,43 @@ TEST_F(GpuDecodeTest, SwapAbAndFp8TilesWithAndWithoutTensorMaps) {
   }
 }
 
+TEST_F(GpuDecodeTest, Bf16RowPairTilesWithAndWithoutTensorMaps) {
+  // bf16 tiles of 32 rows as two warpgroups of 16 rows sharing the KV stages
+  // (8 warps on Hopper, forced; a tuner candidate): 32 rows of one q
+  // position; two causal q positions of 16 heads (each warpgroup its own
+  // position); 24 rows (the second warpgroup's half filled) and 8 (empty);
+  // 48 rows (a second row tile with rows for the first warpgroup only).
+  // Flat and pages of 64 tokens (tensor copies where maps exist), pages of
+  // 16 and 1 (cp.async, copied by the first warpgroup alone); both Q modes;
+  // part tiles, empty sequences, sequences split over CTAs. (Elsewhere the
+  // mma.sync path.)
+  absl::StatusOr<std::unique_ptr<DecodeHarness>> without = HarnessWithoutTensorMaps();
+  ASSERT_TRUE(without.ok()) << without.status();
+  ScopedEnv env("MLAJIT_TILES", "32,64,8,2,1");
+  for (DecodeHarness* h : {harness_, without->get()}) {
+    const bool maps = h == harness_ && OnHopper(*h);
+    for (int page : {0, 64, 16, 1}) {
+      for (const Shape& sh :
+           {Shape{32, 1, 3000, 5, page}, Shape{16, 2, 2500, 4, page}, Shape{24, 1, 700, 3, page},
+            Shape{8, 1, 900, 3, page}, Shape{16, 3, 1800, 3, page}}) {
+        for (QMode m : {QMode::kBf16, QMode::kFp8}) {
+          if (m == QMode::kFp8 && sh.heads != 32) continue;
+          BatchConfig c = WithShape(KvFormat::kBf16, m, sh);
+          c.zero_length_fraction = 0.2;
+          const std::string plan = ExpectMatchesAndDescribe(*h, c);
+          if (!OnHopper(*h)) continue;
+          EXPECT_EQ(IntField(plan, "block_m"), 32) << plan;
+          EXPECT_EQ(IntField(plan, "num_warps"), 8) << plan;
+          EXPECT_NE(plan.find(absl::StrCat("\"kv_tensor_maps\":",
+                                           maps && page % 64 == 0 ? "true" : "false")),
+                    std::string::npos)
+              << plan;
+        }
+      }
+    }
+  }
+}
+
 TEST_F(GpuDecodeTest, Bf16SeesawTilesWithAndWithoutTensorMaps) {
   // bf16 on Hopper's 64-row seesaw copies whole tiles by tensor maps (flat,
   // and pages of 64 or 128 tokens) and the rest by cp.async: every item's

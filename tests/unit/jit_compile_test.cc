@@ -242,11 +242,10 @@ TEST(JitCompile, WarpgroupMmaShapesCompileForSm90a) {
           if (q_mode == QMode::kFp8 && (kv != KvFormat::kFp8E4m3 || page_size != 0)) continue;
           const plan::TileShape t = plan::ChooseTiles("sm_90a", heads, kv);
           ASSERT_TRUE(plan::RunsWgmmaPath("sm_90a", kv, t.block_m, t.block_n, t.num_warps));
-          // 32 rows with 16 heads: two q positions.
-          // Everything in registers but bf16's 32-row tiles of one q position
-          // (which spill a few words).
+          // 32 rows with 16 heads: two q positions. Everything in registers
+          // (bf16's 32-row tiles are two warpgroups of 16 rows).
           ExpectCompiles(**kc, Sm90aSpec(heads, heads == 16 ? 2 : 1, kv, q_mode, page_size, t),
-                         /*no_spills=*/kv == KvFormat::kFp8E4m3 || heads == 16);
+                         /*no_spills=*/true);
           ++compiled;
         }
       }
@@ -266,7 +265,24 @@ TEST(JitCompile, WarpgroupMmaShapesCompileForSm90a) {
       ++compiled;
     }
   }
-  EXPECT_EQ(compiled, 14);
+  // bf16 tiles of 32 rows as two warpgroups of 16 rows (8 warps, the
+  // policy's), one q position and two (causal): nothing spills.
+  for (int q_len : {1, 2}) {
+    for (int page_size : {0, 64}) {
+      plan::TileShape t;
+      t.block_m = 32;
+      t.block_n = 64;
+      t.num_warps = 8;
+      t.num_stages = 2;
+      ASSERT_TRUE(
+          plan::RunsWgmmaPath("sm_90a", KvFormat::kBf16, t.block_m, t.block_n, t.num_warps));
+      KernelSpec spec = Sm90aSpec(32 / q_len, q_len, KvFormat::kBf16, QMode::kBf16, page_size, t);
+      spec.causal = q_len > 1;
+      ExpectCompiles(**kc, spec, /*no_spills=*/true);
+      ++compiled;
+    }
+  }
+  EXPECT_EQ(compiled, 18);
 }
 
 // The sm_90a 64-row paths, likewise: the policy's (mla_decode_wgmma_rows_ws.cuh

@@ -64,8 +64,15 @@ TEST(TilePolicy, FitsSharedMemoryOfEachArchitecture) {
             EXPECT_EQ(t.ctas_per_sm, 2);
           }
           // MXFP4: two converting warpgroups (12 warps) for 16-row tiles, one
-          // (8 warps) for 32-row ones.
-          EXPECT_EQ(t.num_warps, f != KvFormat::kMxfp4 ? 4 : t.block_m == 16 ? 12 : 8) << rows;
+          // (8 warps) for 32-row ones; bf16: 32-row tiles as two warpgroups
+          // of 16 rows (8 warps).
+          const int warps = f == KvFormat::kMxfp4                     ? (t.block_m == 16 ? 12 : 8)
+                            : f == KvFormat::kBf16 && t.block_m == 32 ? 8
+                                                                      : 4;
+          EXPECT_EQ(t.num_warps, warps) << rows;
+          EXPECT_EQ(MlaWgmmaRowGroups(static_cast<int>(f), t.block_m, t.num_warps),
+                    f == KvFormat::kBf16 && t.block_m == 32 ? 2 : 1)
+              << rows;
           if (f == KvFormat::kMxfp4) {
             EXPECT_EQ(t.ctas_per_sm, 1);
           }

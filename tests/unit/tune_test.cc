@@ -235,6 +235,21 @@ TEST(TuneCandidates, HopperRowsPathOnlyForTallRows) {
   }
   EXPECT_TRUE(has32);
   EXPECT_FALSE(has16);
+  // bf16 tiles of 32 rows also as two warpgroups of 16 rows (8 warps), on
+  // the swap-AB path; fp8 has no such shape.
+  auto has_row_pairs = [](const std::vector<plan::TileShape>& list, KvFormat f) {
+    for (const plan::TileShape& t : list) {
+      if (t.block_m == 32 && t.num_warps == 8 &&
+          plan::RunsWgmmaPath("sm_90a", f, t.block_m, t.block_n, t.num_warps)) {
+        return true;
+      }
+    }
+    return false;
+  };
+  EXPECT_TRUE(has_row_pairs(Candidates("sm_90a", 32, KvFormat::kBf16, &work), KvFormat::kBf16));
+  EXPECT_FALSE(has_row_pairs(Candidates("sm_90a", 16, KvFormat::kBf16, &work), KvFormat::kBf16));
+  EXPECT_FALSE(
+      has_row_pairs(Candidates("sm_90a", 32, KvFormat::kFp8E4m3, &work), KvFormat::kFp8E4m3));
 }
 
 TEST(TunePick, PolicyStaysUnlessBeatenByTheMargin) {
