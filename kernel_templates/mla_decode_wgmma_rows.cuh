@@ -636,6 +636,7 @@ MLA_INLINE void DecodeCta(const MlaDecodeParams& p) {
     // the two-stage schedule, whose start is shorter (RESULTS.md v41).
     const int num_tiles = mla_wgmma::RangeOf(item, seq, ROWS).num_tiles;
     mla_timeline::GridItemStart(items, num_tiles);
+    mla_timeline::Stamp(mla_timeline::ROWS_ITEM_ROLE, 0, items, mla_timeline::kRiStart);
     if (SEESAW && num_tiles >= SEESAW_MIN_TILES) {
       ProcessItemSeesaw(p, item, seq, sm, q_scale, next, next_seq, seesaw_pairs);
       seesaw_pairs += (num_tiles + 1) / 2;
@@ -643,6 +644,7 @@ MLA_INLINE void DecodeCta(const MlaDecodeParams& p) {
       ProcessItem(p, item, seq, sm, q_scale, next, next_seq, two_stage_tiles);
       two_stage_tiles += num_tiles;
     }
+    mla_timeline::Stamp(mla_timeline::ROWS_ITEM_ROLE, 0, items, mla_timeline::kRiEnd);
     mla_timeline::GridItemEnd(items++);
   });
   mla_timeline::EndLaunch(0);  // after the last item's closing barrier

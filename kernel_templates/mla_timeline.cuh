@@ -123,6 +123,16 @@ enum TwoStageEvent {
   kTsPvDone = 6,    // P V waited for
 };
 
+// The 64-row path's work items (two-stage and seesaw, mla_decode_wgmma_rows.cuh),
+// stamped by thread 0 as role ROWS_ITEM_ROLE, the "tile" being the CTA's item
+// count: where an item's start (its Q, its first tiles' copies) and its
+// epilogue fall between the tiles' stamps.
+constexpr int ROWS_ITEM_ROLE = 8;
+enum RowsItemEvent {
+  kRiStart = 0,  // the item begins (before its first barrier)
+  kRiEnd = 1,    // its epilogue's stores issued
+};
+
 // The grid's events per CTA (then start, end and tiles of each work item).
 enum GridEvent { kGridEntry = 0, kGridWaited = 1, kGridExit = 2, GRID_EVENTS = 3 };
 

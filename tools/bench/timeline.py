@@ -149,6 +149,34 @@ SEESAW_WG1_EVENTS = ["B's last blocks in", "S_B done", "wg0's maxima in", "maxim
                      "P_B out", "P_A V_A[R] done", "pair done"]
 
 
+def two_stage_item_steps(stamps):
+    """Rows (what, cycles) for every stamped work item of the 64-row path's
+    two-stage schedule (role 8, mla_timeline.cuh's RowsItem events): from its
+    start to its first tile's barrier (1) (Q and the first tile's copies),
+    and from its last tile's P V done (the later warpgroup) to its stores.
+    An item's tiles are those whose barrier (1) falls between its start and
+    end."""
+    def at(tile, role, event):
+        v = stamps.get((tile, role), [None] * 8)
+        return v[event] if event < len(v) else None
+
+    rows = []
+    tiles = sorted(t for t, r in stamps if r == 0)
+    for i in sorted(t for t, r in stamps if r == 8):
+        start, end = at(i, 8, 0), at(i, 8, 1)
+        if start is None or end is None:
+            continue
+        own = [t for t in tiles if at(t, 0, 1) is not None and start <= at(t, 0, 1) <= end]
+        rows.append((f"item {i}: start to end ({len(own)} tiles)", end - start))
+        if not own:
+            continue
+        rows.append((f"item {i}: start to its first tile's barrier (1)", at(own[0], 0, 1) - start))
+        done = [d for d in (at(own[-1], 0, 6), at(own[-1], 4, 6)) if d is not None]
+        if done:
+            rows.append((f"item {i}: its last tile's P V done to its stores", end - max(done)))
+    return rows
+
+
 # The swap-AB path's steps: (name, event it starts at, event it ends at), role 0
 # per tile, role 1 per work item (mla_timeline.cuh's SwapAb events).
 SWAP_AB_TILE_STEPS = [
@@ -245,6 +273,13 @@ def main(argv):
         print("|---|---:|---:|")
         for name, median, n in step_medians(stamps, args.skip, TWO_STAGE_STEPS):
             print(f"| {name} | {'-' if median is None else round(median)} | {n} |")
+        items = two_stage_item_steps(stamps)
+        if items:
+            print()
+            print("| work item (CTA 0) | cycles |")
+            print("|---|---:|")
+            for name, cycles in items:
+                print(f"| {name} | {cycles} |")
         return 0
     if args.path == "seesaw":
         print("| step | median cycles | pairs |")

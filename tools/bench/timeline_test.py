@@ -146,6 +146,35 @@ class TwoStageTimelineTest(unittest.TestCase):
             self.assertEqual(timeline.main([f.name, "--path", "two-stage", "--skip", "0"]), 0)
         self.assertIn("| wg0: S | 1260 | 4 |", out.getvalue())
 
+    def test_work_items_start_and_epilogue(self):
+        # Two items of two tiles: item 0 starts 500 cycles before its first
+        # tile's barrier (1) at 540 and its stores are issued 300 after its
+        # last tile's later P V (warpgroup 1's, at 500 + 3000 + 2950); item 1
+        # the same, 7000 cycles later.
+        lines = []
+        for t in range(4):
+            base = 500 + t * 3000 + (1000 if t >= 2 else 0)
+            w0 = [base + d for d in (0, 40, 1300, 1800, 1850, 1900, 2900)] + [-1]
+            w1 = [base + 20, base + 40, -1, -1, base + 1850, base + 1880, base + 2950, -1]
+            lines.append(f"mla_timeline tile {t} role 0: " + " ".join(map(str, w0)))
+            lines.append(f"mla_timeline tile {t} role 4: " + " ".join(map(str, w1)))
+        for i in range(2):
+            base = 7000 * i
+            lines.append(f"mla_timeline tile {i} role 8: {base + 40} {base + 6750}"
+                         + " -1" * 6)
+        rows = dict(timeline.two_stage_item_steps(timeline.parse(lines)))
+        self.assertEqual(rows["item 0: start to end (2 tiles)"], 6710)
+        self.assertEqual(rows["item 0: start to its first tile's barrier (1)"], 500)
+        self.assertEqual(rows["item 0: its last tile's P V done to its stores"], 300)
+        self.assertEqual(rows["item 1: start to its first tile's barrier (1)"], 500)
+        out = io.StringIO()
+        with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+            f.write("\n".join(lines) + "\n")
+        self.addCleanup(os.unlink, f.name)
+        with contextlib.redirect_stdout(out):
+            self.assertEqual(timeline.main([f.name, "--path", "two-stage", "--skip", "0"]), 0)
+        self.assertIn("| item 1: its last tile's P V done to its stores | 300 |", out.getvalue())
+
 
 class SwapAbTimelineTest(unittest.TestCase):
     def test_every_step_of_one_item_of_two_tiles(self):
