@@ -149,13 +149,16 @@ SEESAW_WG1_EVENTS = ["B's last blocks in", "S_B done", "wg0's maxima in", "maxim
                      "P_B out", "P_A V_A[R] done", "pair done"]
 
 
-def two_stage_item_steps(stamps):
-    """Rows (what, cycles) for every stamped work item of the 64-row path's
-    two-stage schedule (role 8, mla_timeline.cuh's RowsItem events): from its
-    start to its first tile's barrier (1) (Q and the first tile's copies),
-    and from its last tile's P V done (the later warpgroup) to its stores.
-    An item's tiles are those whose barrier (1) falls between its start and
-    end."""
+def rows_item_steps(stamps, path="two-stage"):
+    """Rows (what, cycles) for every stamped work item of the 64-row path
+    (role 8, mla_timeline.cuh's RowsItem events): from its start to its first
+    tile's barrier (1) (two-stage) or its first pair's tile A landed
+    (seesaw), i.e. Q and the first copies; and from its last tile's or
+    pair's P V done (the later warpgroup's) to its stores. An item's tiles
+    (pairs) are those whose first event falls between its start and end."""
+    first, last = (1, 6) if path == "two-stage" else (0, 7)
+    unit = "tile" if path == "two-stage" else "pair"
+
     def at(tile, role, event):
         v = stamps.get((tile, role), [None] * 8)
         return v[event] if event < len(v) else None
@@ -166,14 +169,15 @@ def two_stage_item_steps(stamps):
         start, end = at(i, 8, 0), at(i, 8, 1)
         if start is None or end is None:
             continue
-        own = [t for t in tiles if at(t, 0, 1) is not None and start <= at(t, 0, 1) <= end]
-        rows.append((f"item {i}: start to end ({len(own)} tiles)", end - start))
+        own = [t for t in tiles if at(t, 0, first) is not None and start <= at(t, 0, first) <= end]
+        rows.append((f"item {i}: start to end ({len(own)} {unit}s)", end - start))
         if not own:
             continue
-        rows.append((f"item {i}: start to its first tile's barrier (1)", at(own[0], 0, 1) - start))
-        done = [d for d in (at(own[-1], 0, 6), at(own[-1], 4, 6)) if d is not None]
+        what = "barrier (1)" if path == "two-stage" else "tile A landed"
+        rows.append((f"item {i}: start to its first {unit}'s {what}", at(own[0], 0, first) - start))
+        done = [d for d in (at(own[-1], 0, last), at(own[-1], 4, last)) if d is not None]
         if done:
-            rows.append((f"item {i}: its last tile's P V done to its stores", end - max(done)))
+            rows.append((f"item {i}: its last {unit}'s P V done to its stores", end - max(done)))
     return rows
 
 
@@ -273,7 +277,7 @@ def main(argv):
         print("|---|---:|---:|")
         for name, median, n in step_medians(stamps, args.skip, TWO_STAGE_STEPS):
             print(f"| {name} | {'-' if median is None else round(median)} | {n} |")
-        items = two_stage_item_steps(stamps)
+        items = rows_item_steps(stamps, "two-stage")
         if items:
             print()
             print("| work item (CTA 0) | cycles |")
@@ -286,6 +290,13 @@ def main(argv):
         print("|---|---:|---:|")
         for name, median, n in step_medians(stamps, args.skip, SEESAW_STEPS):
             print(f"| {name} | {'-' if median is None else round(median)} | {n} |")
+        items = rows_item_steps(stamps, "seesaw")
+        if items:
+            print()
+            print("| work item (CTA 0) | cycles |")
+            print("|---|---:|")
+            for name, cycles in items:
+                print(f"| {name} | {cycles} |")
         for wg, events in ((0, SEESAW_WG0_EVENTS), (1, SEESAW_WG1_EVENTS)):
             roles = list(range(4 * wg, 4 * wg + 4))
             offsets = [(name, lags) for name, lags in

@@ -162,7 +162,7 @@ class TwoStageTimelineTest(unittest.TestCase):
             base = 7000 * i
             lines.append(f"mla_timeline tile {i} role 8: {base + 40} {base + 6750}"
                          + " -1" * 6)
-        rows = dict(timeline.two_stage_item_steps(timeline.parse(lines)))
+        rows = dict(timeline.rows_item_steps(timeline.parse(lines)))
         self.assertEqual(rows["item 0: start to end (2 tiles)"], 6710)
         self.assertEqual(rows["item 0: start to its first tile's barrier (1)"], 500)
         self.assertEqual(rows["item 0: its last tile's P V done to its stores"], 300)
@@ -174,6 +174,25 @@ class TwoStageTimelineTest(unittest.TestCase):
         with contextlib.redirect_stdout(out):
             self.assertEqual(timeline.main([f.name, "--path", "two-stage", "--skip", "0"]), 0)
         self.assertIn("| item 1: its last tile's P V done to its stores | 300 |", out.getvalue())
+
+
+class SeesawItemsTest(unittest.TestCase):
+    def test_work_item_start_and_epilogue_around_its_pairs(self):
+        # One item of two pairs 8000 cycles apart: tile A's last blocks land
+        # 900 cycles after the item starts; the last pair is done at 8000 +
+        # 7000 (warpgroup 1, 100 after warpgroup 0) and the stores follow
+        # 400 later.
+        lines = []
+        for g in range(2):
+            base = 1000 + 8000 * g
+            for role, done in ((0, 6900), (4, 7000)):
+                ev = [base + 10 * e for e in range(7)] + [base + done]
+                lines.append(f"mla_timeline tile {g} role {role}: " + " ".join(map(str, ev)))
+        lines.append("mla_timeline tile 0 role 8: 100 16400" + " -1" * 6)
+        rows = dict(timeline.rows_item_steps(timeline.parse(lines), "seesaw"))
+        self.assertEqual(rows["item 0: start to end (2 pairs)"], 16300)
+        self.assertEqual(rows["item 0: start to its first pair's tile A landed"], 900)
+        self.assertEqual(rows["item 0: its last pair's P V done to its stores"], 400)
 
 
 class SwapAbTimelineTest(unittest.TestCase):
