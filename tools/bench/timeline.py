@@ -181,6 +181,17 @@ def rows_item_steps(stamps, path="two-stage"):
     return rows
 
 
+def print_rows_items(stamps, path):
+    """rows_item_steps as a table after the per-tile one, when any item was stamped."""
+    items = rows_item_steps(stamps, path)
+    if items:
+        print()
+        print("| work item (CTA 0) | cycles |")
+        print("|---|---:|")
+        for name, cycles in items:
+            print(f"| {name} | {cycles} |")
+
+
 # The swap-AB path's steps: (name, event it starts at, event it ends at), role 0
 # per tile, role 1 per work item (mla_timeline.cuh's SwapAb events).
 SWAP_AB_TILE_STEPS = [
@@ -277,26 +288,14 @@ def main(argv):
         print("|---|---:|---:|")
         for name, median, n in step_medians(stamps, args.skip, TWO_STAGE_STEPS):
             print(f"| {name} | {'-' if median is None else round(median)} | {n} |")
-        items = rows_item_steps(stamps, "two-stage")
-        if items:
-            print()
-            print("| work item (CTA 0) | cycles |")
-            print("|---|---:|")
-            for name, cycles in items:
-                print(f"| {name} | {cycles} |")
+        print_rows_items(stamps, "two-stage")
         return 0
     if args.path == "seesaw":
         print("| step | median cycles | pairs |")
         print("|---|---:|---:|")
         for name, median, n in step_medians(stamps, args.skip, SEESAW_STEPS):
             print(f"| {name} | {'-' if median is None else round(median)} | {n} |")
-        items = rows_item_steps(stamps, "seesaw")
-        if items:
-            print()
-            print("| work item (CTA 0) | cycles |")
-            print("|---|---:|")
-            for name, cycles in items:
-                print(f"| {name} | {cycles} |")
+        print_rows_items(stamps, "seesaw")
         for wg, events in ((0, SEESAW_WG0_EVENTS), (1, SEESAW_WG1_EVENTS)):
             roles = list(range(4 * wg, 4 * wg + 4))
             offsets = [(name, lags) for name, lags in
