@@ -24,6 +24,31 @@ def stamped_run(tiles, period):
     return lines
 
 
+def two_stage_tiles(bases):
+    """Kernel lines for two-stage tiles starting at `bases`: warpgroup 0's
+    events 0..6 at 0, 40, 1300, 1800, 1850, 1900, 2900 into its tile,
+    warpgroup 1's at 20, 40, -, -, 1850, 1880, 2950."""
+    lines = []
+    for t, base in enumerate(bases):
+        w0 = [base + d for d in (0, 40, 1300, 1800, 1850, 1900, 2900)] + [-1]
+        w1 = [base + 20, base + 40, -1, -1, base + 1850, base + 1880, base + 2950, -1]
+        lines.append(f"mla_timeline tile {t} role 0: " + " ".join(map(str, w0)))
+        lines.append(f"mla_timeline tile {t} role 4: " + " ".join(map(str, w1)))
+    return lines
+
+
+def run_main(test, lines, args):
+    """timeline.main on `lines` written to a file, with `args` after its
+    name; checks that it succeeds and returns what it printed."""
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+        f.write("\n".join(lines) + "\n")
+    test.addCleanup(os.unlink, f.name)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        test.assertEqual(timeline.main([f.name] + args), 0)
+    return out.getvalue()
+
+
 class TimelineTest(unittest.TestCase):
     def test_medians_are_the_steps_lengths(self):
         medians = {name: (m, n) for name, m, n in
@@ -96,14 +121,9 @@ class TimelineTest(unittest.TestCase):
                                           timeline.SEESAW_WG0_EVENTS))
         self.assertEqual(lags["S_A done"], [0, 30, 60, 90])
         self.assertEqual(lags["P_A out"], [0, 30, 60, 500])
-        out = io.StringIO()
-        with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
-            f.write("\n".join(lines) + "\n")
-        self.addCleanup(os.unlink, f.name)
-        with contextlib.redirect_stdout(out):
-            self.assertEqual(timeline.main([f.name, "--path", "seesaw"]), 0)
-        self.assertIn("warpgroup 0, median cycles each warp is behind", out.getvalue())
-        self.assertIn("| P_A out | 0 | 30 | 60 | 500 |", out.getvalue())
+        out = run_main(self, lines, ["--path", "seesaw"])
+        self.assertIn("warpgroup 0, median cycles each warp is behind", out)
+        self.assertIn("| P_A out | 0 | 30 | 60 | 500 |", out)
 
     def test_no_lines_is_an_error(self):
         with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
@@ -120,13 +140,7 @@ class TwoStageTimelineTest(unittest.TestCase):
         # Warpgroup 0's events 0..6 at 0, 40, 1300, 1800, 1850, 1900, 2900
         # into a tile of 3000 cycles; warpgroup 1's at 20, 40, -, -, 1850,
         # 1880, 2950.
-        lines = []
-        for t in range(4):
-            base = t * 3000
-            w0 = [base + d for d in (0, 40, 1300, 1800, 1850, 1900, 2900)] + [-1]
-            w1 = [base + 20, base + 40, -1, -1, base + 1850, base + 1880, base + 2950, -1]
-            lines.append(f"mla_timeline tile {t} role 0: " + " ".join(map(str, w0)))
-            lines.append(f"mla_timeline tile {t} role 4: " + " ".join(map(str, w1)))
+        lines = two_stage_tiles([t * 3000 for t in range(4)])
         medians = {name: (m, n) for name, m, n in
                    timeline.step_medians(timeline.parse(lines), 0, timeline.TWO_STAGE_STEPS)}
         self.assertEqual(medians["tile period (warpgroup 0, barrier (1) to the next's)"], (3000, 3))
@@ -138,26 +152,15 @@ class TwoStageTimelineTest(unittest.TestCase):
         self.assertEqual(medians[idle][0], 1810)
         self.assertEqual(medians["wg1: P V issued"][0], 30)
         self.assertEqual(medians["wg1: P V done after warpgroup 0's"][0], 50)
-        out = io.StringIO()
-        with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
-            f.write("\n".join(lines) + "\n")
-        self.addCleanup(os.unlink, f.name)
-        with contextlib.redirect_stdout(out):
-            self.assertEqual(timeline.main([f.name, "--path", "two-stage", "--skip", "0"]), 0)
-        self.assertIn("| wg0: S | 1260 | 4 |", out.getvalue())
+        out = run_main(self, lines, ["--path", "two-stage", "--skip", "0"])
+        self.assertIn("| wg0: S | 1260 | 4 |", out)
 
     def test_work_items_start_and_epilogue(self):
         # Two items of two tiles: item 0 starts 500 cycles before its first
         # tile's barrier (1) at 540 and its stores are issued 300 after its
         # last tile's later P V (warpgroup 1's, at 500 + 3000 + 2950); item 1
         # the same, 7000 cycles later.
-        lines = []
-        for t in range(4):
-            base = 500 + t * 3000 + (1000 if t >= 2 else 0)
-            w0 = [base + d for d in (0, 40, 1300, 1800, 1850, 1900, 2900)] + [-1]
-            w1 = [base + 20, base + 40, -1, -1, base + 1850, base + 1880, base + 2950, -1]
-            lines.append(f"mla_timeline tile {t} role 0: " + " ".join(map(str, w0)))
-            lines.append(f"mla_timeline tile {t} role 4: " + " ".join(map(str, w1)))
+        lines = two_stage_tiles([500 + t * 3000 + (1000 if t >= 2 else 0) for t in range(4)])
         for i in range(2):
             base = 7000 * i
             lines.append(f"mla_timeline tile {i} role 8: {base + 40} {base + 6750}"
@@ -167,13 +170,8 @@ class TwoStageTimelineTest(unittest.TestCase):
         self.assertEqual(rows["item 0: start to its first tile's barrier (1)"], 500)
         self.assertEqual(rows["item 0: its last tile's P V done to its stores"], 300)
         self.assertEqual(rows["item 1: start to its first tile's barrier (1)"], 500)
-        out = io.StringIO()
-        with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
-            f.write("\n".join(lines) + "\n")
-        self.addCleanup(os.unlink, f.name)
-        with contextlib.redirect_stdout(out):
-            self.assertEqual(timeline.main([f.name, "--path", "two-stage", "--skip", "0"]), 0)
-        self.assertIn("| item 1: its last tile's P V done to its stores | 300 |", out.getvalue())
+        out = run_main(self, lines, ["--path", "two-stage", "--skip", "0"])
+        self.assertIn("| item 1: its last tile's P V done to its stores | 300 |", out)
 
 
 class SeesawItemsTest(unittest.TestCase):
