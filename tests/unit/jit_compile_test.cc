@@ -170,6 +170,16 @@ KernelSpec Sm90aSpec(int heads, int q_len, KvFormat kv, QMode q_mode, int page_s
   return spec;
 }
 
+// A swap-AB tile shape of `block_m` rows by 64 tokens, two stages.
+plan::TileShape SwapAbTiles(int block_m, int num_warps) {
+  plan::TileShape t;
+  t.block_m = block_m;
+  t.block_n = 64;
+  t.num_warps = num_warps;
+  t.num_stages = 2;
+  return t;
+}
+
 // ptxas's resource line for entry point `kernel` ("N bytes stack frame, N
 // bytes spill stores, ..."), from a log compiled with --ptxas-options=-v;
 // empty when there is none.
@@ -255,11 +265,7 @@ TEST(JitCompile, WarpgroupMmaShapesCompileForSm90a) {
   // whose fp8 kernels load Q ahead of the item's barrier: nothing spills.
   for (KvFormat kv : {KvFormat::kFp8E4m3, KvFormat::kBf16}) {
     for (int page_size : {0, 64}) {
-      plan::TileShape t;
-      t.block_m = 16;
-      t.block_n = 64;
-      t.num_warps = 4;
-      t.num_stages = 2;
+      const plan::TileShape t = SwapAbTiles(16, 4);
       ASSERT_TRUE(plan::RunsWgmmaPath("sm_90a", kv, t.block_m, t.block_n, t.num_warps));
       ExpectCompiles(**kc, Sm90aSpec(32, 1, kv, QMode::kBf16, page_size, t), /*no_spills=*/true);
       ++compiled;
@@ -269,11 +275,7 @@ TEST(JitCompile, WarpgroupMmaShapesCompileForSm90a) {
   // policy's), one q position and two (causal): nothing spills.
   for (int q_len : {1, 2}) {
     for (int page_size : {0, 64}) {
-      plan::TileShape t;
-      t.block_m = 32;
-      t.block_n = 64;
-      t.num_warps = 8;
-      t.num_stages = 2;
+      const plan::TileShape t = SwapAbTiles(32, 8);
       ASSERT_TRUE(
           plan::RunsWgmmaPath("sm_90a", KvFormat::kBf16, t.block_m, t.block_n, t.num_warps));
       KernelSpec spec = Sm90aSpec(32 / q_len, q_len, KvFormat::kBf16, QMode::kBf16, page_size, t);
