@@ -52,6 +52,12 @@ constexpr float FP8_MAX = 448.0f;
 // merging each item as soon as its splits are stored could take off at most
 #define MLA_ABLATE_MERGE_WAIT_LAST 0
 #endif
+#ifndef MLA_ABLATE_MATH
+// bf16 and fp8 swap-AB tiles and the bf16 64-row schedules: no products and no
+// softmax, only each tile's copies, waits and barriers and the item's stores:
+// what the call's data flow takes on its own
+#define MLA_ABLATE_MATH 0
+#endif
 #ifndef MLA_ABLATE_PROXY_FENCES
 #define MLA_ABLATE_PROXY_FENCES 0  // warpgroup-MMA paths: no generic-to-async proxy fence
 #endif

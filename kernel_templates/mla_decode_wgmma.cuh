@@ -174,6 +174,10 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
       }
       CpAsyncCommit();
     }
+    if (MLA_ABLATE_MATH && !MX) {
+      ++stamps[0];
+      continue;
+    }
     const int tile_off = buf * STAGE_BYTES;
 
     // ---- S^T = K Q^T: this warp's 16 tokens x N rows ----

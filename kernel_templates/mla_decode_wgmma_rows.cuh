@@ -460,6 +460,7 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
         IssueTile(p, s, kv_lo + (t + STAGES - 1) * TILE, kv_hi, (t + STAGES - 1) % STAGES, sm);
       }
       mla_wgmma::CpAsyncCommit();
+      if (MLA_ABLATE_MATH) continue;
     }
     const u8* kv = FP8_S ? sm.kv + buf * RAW_BYTES : sm.kv + buf * OPERAND_BYTES;
     const Desc k_desc = KOperand(kv), v_desc = VOperand(FP8_S ? sm.v : kv, wg);

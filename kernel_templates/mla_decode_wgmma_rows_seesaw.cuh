@@ -161,6 +161,13 @@ MLA_INLINE void ScoreSeesaw(float (&sc)[32], Desc q_desc, const u8* tile, u64* f
                             int wg, int g) {
   const Desc k_desc = KOperand(tile);
   MbarWait(full, parity);
+  if (MLA_ABLATE_MATH) {
+#pragma unroll
+    for (int i = 0; i < 32; ++i) sc[i] = 0.0f;
+    MbarWait(full + 1, parity);
+    SeesawStamp(wg, g, mla_timeline::kSeLanded);
+    return;
+  }
   FenceProxyAsync();  // cp.async writes -> wgmma reads
   Fence();
 #pragma unroll
@@ -236,6 +243,15 @@ MLA_INLINE void AdoptMax(float (&m)[2], const float* in, int row0, float (&a)[2]
 // this thread's part of the rows' sums.
 MLA_INLINE void SoftmaxSeesaw(const float (&sc)[32], float score_scale, const float (&base)[2],
                               u32 (&frag)[4][4], u8* p, int row0, int quad, float (&sum)[2]) {
+  if (MLA_ABLATE_MATH) {
+    sum[0] = sum[1] = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) frag[k][i] = 0;
+    }
+    return;
+  }
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     sum[h] = 0.0f;
@@ -278,6 +294,7 @@ MLA_INLINE void PinFragments(u32 (&frag)[4][4]) {
 
 // O += P V over this warpgroup's 256 dims of buffer `tile`: P from registers.
 MLA_INLINE void PvOwn(float (&o)[128], u32 (&frag)[4][4], const u8* tile, int wg) {
+  if (MLA_ABLATE_MATH) return;
   const Desc v_desc = VOperand(tile, wg);
   Fence();
 #pragma unroll
@@ -288,6 +305,7 @@ MLA_INLINE void PvOwn(float (&o)[128], u32 (&frag)[4][4], const u8* tile, int wg
 }
 // The same with the other warpgroup's P, from the buffer's rope block.
 MLA_INLINE void PvOther(float (&o)[128], const u8* tile, int wg) {
+  if (MLA_ABLATE_MATH) return;
   const Desc v_desc = VOperand(tile, wg), p_desc = KMajor(tile + 8 * BLOCK_BYTES);
   Fence();
 #pragma unroll

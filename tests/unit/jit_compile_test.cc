@@ -379,7 +379,7 @@ TEST(JitCompile, TimelineBuildsKeepTheirWgmmasAndKeys) {
 
 // MLAJIT_KERNEL_DEFINES reaches the compile as -D options and the key, so a
 // variant under measurement has binaries of its own; the ablations (timing
-// only) compile in both 64-row paths and the merge. Malformed entries are
+// only) compile in both 64-row paths, the swap-AB tiles and the merge. Malformed entries are
 // refused by name before anything is compiled.
 TEST(JitCompile, KernelDefinesReachTheCompileAndTheKey) {
   REQUIRE_COMPILER("sm_90a");
@@ -403,12 +403,17 @@ TEST(JitCompile, KernelDefinesReachTheCompileAndTheKey) {
     // The ablations (timing only) compile in the 64-row paths and the merge.
     ScopedEnv ablate("MLAJIT_KERNEL_DEFINES",
                      "MLA_ABLATE_ROWS_PARTIALS=1,MLA_ABLATE_MERGE=1,MLA_ABLATE_PROXY_FENCES=1,"
-                     "MLA_ABLATE_MERGE_WAIT_LAST=1");
+                     "MLA_ABLATE_MERGE_WAIT_LAST=1,MLA_ABLATE_MATH=1");
     ExpectCompiles(**kc, spec);
     const plan::TileShape ws = plan::ChooseTiles("sm_90a", 64, KvFormat::kFp8E4m3);
     ASSERT_TRUE(plan::RunsWgmmaRowsWsPath("sm_90a", KvFormat::kFp8E4m3, ws.block_m, ws.block_n,
                                           ws.num_warps));
     ExpectCompiles(**kc, Sm90aSpec(16, 4, KvFormat::kFp8E4m3, QMode::kBf16, 0, ws));
+    // MLA_ABLATE_MATH also reaches the swap-AB tiles of both formats.
+    for (const KvFormat kv : {KvFormat::kBf16, KvFormat::kFp8E4m3}) {
+      ExpectCompiles(**kc,
+                     Sm90aSpec(16, 1, kv, QMode::kBf16, 0, plan::ChooseTiles("sm_90a", 16, kv)));
+    }
   }
   for (const char* bad :
        {"TWO_STAGE=1", "MLA_=1", "MLA_X=", "MLA_X=a b=c", "MLA_x=1", "MLA_X=$(id)"}) {
