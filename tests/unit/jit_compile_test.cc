@@ -409,10 +409,13 @@ TEST(JitCompile, KernelDefinesReachTheCompileAndTheKey) {
     ASSERT_TRUE(plan::RunsWgmmaRowsWsPath("sm_90a", KvFormat::kFp8E4m3, ws.block_m, ws.block_n,
                                           ws.num_warps));
     ExpectCompiles(**kc, Sm90aSpec(16, 4, KvFormat::kFp8E4m3, QMode::kBf16, 0, ws));
-    // MLA_ABLATE_MATH also reaches the swap-AB tiles of both formats.
+    // MLA_ABLATE_MATH also reaches the swap-AB tiles of both formats, bf16's
+    // 32-row pair of warpgroups included.
     for (const KvFormat kv : {KvFormat::kBf16, KvFormat::kFp8E4m3}) {
-      ExpectCompiles(**kc,
-                     Sm90aSpec(16, 1, kv, QMode::kBf16, 0, plan::ChooseTiles("sm_90a", 16, kv)));
+      for (const int heads : {16, 32}) {
+        ExpectCompiles(
+            **kc, Sm90aSpec(heads, 1, kv, QMode::kBf16, 0, plan::ChooseTiles("sm_90a", heads, kv)));
+      }
     }
   }
   for (const char* bad :
