@@ -61,6 +61,15 @@ constexpr float FP8_MAX = 448.0f;
 #ifndef MLA_ABLATE_PROXY_FENCES
 #define MLA_ABLATE_PROXY_FENCES 0  // warpgroup-MMA paths: no generic-to-async proxy fence
 #endif
+// A probe, for timing only (its results are right): MLA_DECODE_PAD = N puts N
+// dependent integer multiply-adds (16 bytes of code each) under a branch the
+// decode kernel never takes, so that an A/B says what the launched kernel's
+// code size costs a call (tools/bench/RESULTS.md v58, v59 found it for the
+// merge kernel). Not in the warp-specialised fp8 64-row kernel, whose
+// products ptxas then serialises.
+#ifndef MLA_DECODE_PAD
+#define MLA_DECODE_PAD 0
+#endif
 
 template <int F>
 struct KvTokenBytes {

@@ -418,6 +418,14 @@ TEST(JitCompile, KernelDefinesReachTheCompileAndTheKey) {
       }
     }
   }
+  {
+    // The code-size probe (timing only) in the swap-AB and bf16 64-row
+    // kernels, with no warning (ExpectCompiles: no serialised products).
+    ScopedEnv pad("MLAJIT_KERNEL_DEFINES", "MLA_DECODE_PAD=64");
+    ExpectCompiles(**kc, spec);
+    ExpectCompiles(**kc, Sm90aSpec(16, 1, KvFormat::kFp8E4m3, QMode::kBf16, 0,
+                                   plan::ChooseTiles("sm_90a", 16, KvFormat::kFp8E4m3)));
+  }
   for (const char* bad :
        {"TWO_STAGE=1", "MLA_=1", "MLA_X=", "MLA_X=a b=c", "MLA_x=1", "MLA_X=$(id)"}) {
     ScopedEnv bad_env("MLAJIT_KERNEL_DEFINES", bad);
