@@ -42,7 +42,7 @@ Stages (ARGS after the first colon):
   schedule:SUITES       the host schedules and per-SM bounds (no GPU)
   ncu:CASE@KERNEL       Nsight Compute on one steady-state launch of CASE's
                         decode or merge kernel (KERNEL: decode, merge): speed
-                        of light, memory, occupancy, warp stalls ($NCU, else
+                        of light, memory, pipes, occupancy, warp stalls ($NCU, else
                         ncu on the PATH; clocks and caches left alone); the
                         report, its details, its per-instruction table and
                         that table per warp role (ncu_source.py)
@@ -64,13 +64,21 @@ BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 TIMELINE_PATHS = ("ws", "seesaw", "two-stage", "swap-ab")
 TIMELINE_LAUNCH = "151"  # the stamped launch: past the bench's warm-up calls
 NCU_KERNELS = {"decode": "mla_decode_kernel", "merge": "mla_combine_kernel"}
-NCU_SECTIONS = ("SpeedOfLight", "MemoryWorkloadAnalysis", "Occupancy", "WarpStateStats",
-                "SchedulerStats", "LaunchStats", "SourceCounters")
+# (ComputeWorkloadAnalysis and InstructionStats: the issue slots and the
+# instruction mix, v69.)
+NCU_SECTIONS = ("SpeedOfLight", "MemoryWorkloadAnalysis", "ComputeWorkloadAnalysis",
+                "InstructionStats", "Occupancy", "WarpStateStats", "SchedulerStats",
+                "LaunchStats", "SourceCounters")
 NCU_LAUNCH_SKIP = "50"  # a launch of the timed calls, past the first call's compile
-# Every stall reason, as warps stalled per issued instruction: the sections
+# Every stall reason, as warps stalled per issued instruction (the sections
 # name only the top one, and "no_instruction" (fetch, instruction-cache
-# misses) is what tells a cold kernel's code from its data (RESULTS.md v57).
-NCU_STALLS = r"regex:^smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio$"
+# misses) is what tells a cold kernel's code from its data, RESULTS.md v57),
+# and each pipe's busy share and share of the issued instructions (ALU, FMA,
+# FMA heavy, FP16, LSU, XU, uniform, tensor; the sections give only the
+# busiest pipe, v69). One regular expression, as ncu splits --metrics at
+# commas.
+NCU_METRICS = (r"regex:^(smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio"
+               r"|sm__(inst_executed_pipe_|pipe_).*\.avg\.pct_of_peak_sustained_active)$")
 
 
 class SpecError(ValueError):
@@ -220,7 +228,7 @@ def plan_stage(index, spec, args):
         stage.add([ncu, "--clock-control", "none", "--cache-control",
                    "none", "--kernel-name",
                    "regex:" + NCU_KERNELS[which], "--launch-skip", NCU_LAUNCH_SKIP,
-                   "--launch-count", "1"] + sections + ["--metrics", NCU_STALLS]
+                   "--launch-count", "1"] + sections + ["--metrics", NCU_METRICS]
                   + ["-f", "-o", stage.slug]
                   + [bench, "--case", case, "--no-check", "--runs", "100"])
         report = stage.slug + ".ncu-rep"

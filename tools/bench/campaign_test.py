@@ -53,7 +53,9 @@ class PlanTest(unittest.TestCase):
         self.assertRegex(lines[0], r"^\[ncu\] ncu --clock-control none --cache-control none --kernel-name "
                                    r"regex:mla_combine_kernel --launch-skip 50 --launch-count 1 ")
         self.assertIn("--section MemoryWorkloadAnalysis", lines[0])
-        self.assertIn("--metrics 'regex:^smsp__average_warps_issue_stalled_.*_per_issue_active\\.ratio$'",
+        self.assertIn("--section ComputeWorkloadAnalysis", lines[0])
+        self.assertIn("--metrics 'regex:^(smsp__average_warps_issue_stalled_.*_per_issue_active"
+                      "\\.ratio|sm__(inst_executed_pipe_|pipe_).*\\.avg\\.pct_of_peak_sustained_active)$'",
                       lines[0])
         self.assertIn("/b/tools/bench/mlajit_bench --case 4,4,8192,32,bf16 --no-check", lines[0])
         self.assertIn("--section SourceCounters", lines[0])
