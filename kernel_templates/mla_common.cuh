@@ -65,8 +65,10 @@ constexpr float FP8_MAX = 448.0f;
 // dependent integer multiply-adds (16 bytes of code each) under a branch the
 // decode kernel never takes, so that an A/B says what the launched kernel's
 // code size costs a call (tools/bench/RESULTS.md v58, v59 found it for the
-// merge kernel). Not in the warp-specialised fp8 64-row kernel, whose
-// products ptxas then serialises.
+// merge kernel; v69: nothing, for the decode). From about 1200, ptxas also
+// moves the live code's integer moves off the FMA pipe, which reorders it:
+// compare such pads with each other. Not in the warp-specialised fp8 64-row
+// kernel, whose products ptxas then serialises.
 #ifndef MLA_DECODE_PAD
 #define MLA_DECODE_PAD 0
 #endif
