@@ -379,8 +379,9 @@ TEST(JitCompile, TimelineBuildsKeepTheirWgmmasAndKeys) {
 
 // MLAJIT_KERNEL_DEFINES reaches the compile as -D options and the key, so a
 // variant under measurement has binaries of its own; the ablations (timing
-// only) compile in both 64-row paths, the swap-AB tiles and the merge.
-// Malformed entries are refused by name before anything is compiled.
+// only) compile in both 64-row paths, the swap-AB tiles and the merge, and
+// the code-size probe (MLA_DECODE_PAD) where it applies. Malformed entries
+// are refused by name before anything is compiled.
 TEST(JitCompile, KernelDefinesReachTheCompileAndTheKey) {
   REQUIRE_COMPILER("sm_90a");
   auto kc = KernelCompiler::Create(MemoryCache());
