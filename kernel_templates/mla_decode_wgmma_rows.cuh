@@ -380,27 +380,6 @@ MLA_INLINE float LoadQ(const MlaDecodeParams& p, const MlaSeqInfo& s, int row_st
   return back;
 }
 
-// bf16 KV with bf16 Q: the Q operand holds Q's values as they are, so it
-// comes by cp.async, in the same chunks as LoadQ, joining the commit group of
-// the item's first tile. The loads-then-stores of LoadQ held 72 registers
-// until Q arrived and stalled the thread at its stores (ncu's waits at the
-// item start, RESULTS.md v69). Rows past the sequence's are zero-filled.
-constexpr bool Q_BY_COPY = !FP8 && Q_MODE == Q_MODE_BF16;
-MLA_INLINE void CopyQ(const MlaDecodeParams& p, const MlaSeqInfo& s, int row_start,
-                      const Smem& sm) {
-  const int row = threadIdx.x >> 2, sub = threadIdx.x & 3;
-  const bool valid = row_start + row < s.q_len * NUM_HEADS;
-  const u16* q = static_cast<const u16*>(p.q) +
-                 (static_cast<long long>(s.qo_start) * NUM_HEADS + row_start + (valid ? row : 0)) *
-                     HEAD_DIM_QK +
-                 sub * 8;
-  u8* dst = sm.q + MlaRowsChunkedOffset(row, sub);
-#pragma unroll
-  for (int i = 0; i < mla_wgmma::ROWS_Q_PASSES; ++i) {
-    mla_wgmma::CpAsync16(dst + i * 4 * CHUNK_BYTES, q + i * 32, valid);
-  }
-}
-
 // ---- one work item --------------------------------------------------------
 
 MLA_INLINE void StoreRows(const MlaDecodeParams& p, const MlaWorkItem& item, const MlaSeqInfo& s,
@@ -457,14 +436,13 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
       }
       LoadRawTile(p, s, kv_lo + TILE, kv_hi, wg == 1 && num_tiles > 1, raw);
     } else {
-      if (Q_BY_COPY) CopyQ(p, s, item.row_start, sm);
 #pragma unroll
       for (int st = 0; st < STAGES - 1; ++st) {
         if (st < num_tiles) IssueTile(p, s, kv_lo + st * TILE, kv_hi, st, sm);
         mla_wgmma::CpAsyncCommit();
       }
     }
-    if (!Q_BY_COPY) score_scale *= LoadQ(p, s, item.row_start, sm, q_scale);
+    score_scale *= LoadQ(p, s, item.row_start, sm, q_scale);
   }
   next_seq = LoadSeq(p, next);
   const Desc q_desc = KMajor(sm.q), p_desc = KMajor(sm.p);

@@ -93,40 +93,6 @@ MLA_HOST_DEVICE constexpr int SeesawBlockCount(int wg, int buf) {
   return n;
 }
 
-// CopySeesawBlocks' copies by cp.async (below).
-MLA_INLINE void CopySeesawBlocksByCpAsync(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0,
-                                          int kv_hi, u8* tile, int wg, int buf, u64* full) {
-  constexpr int TOKEN_BYTES = KvTokenBytes<KV_FORMAT>::value;
-  const int w = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, c0 = lane & 7;
-  const u8* kv = static_cast<const u8*>(p.kv);
-#pragma unroll
-  for (int pass = 0; pass < TILE / 16; ++pass) {
-    const int tok = MlaRowsSeesawCopyToken(w, lane, pass);
-    const int j = j0 + tok;
-    const bool valid = j < kv_hi;
-    const u8* src = kv + KvSlot<PAGE_SIZE>(p, s, valid ? j : j0) * TOKEN_BYTES + c0 * 16;
-    u8* dst = tile + MlaRowsKvRowOffset(tok, c0);
-#pragma unroll
-    for (int b = 0; b < HEAD_DIM_QK / 64; ++b) {
-      if (MlaRowsSeesawCopiesBlock(wg, buf, b)) {
-        mla_wgmma::CpAsync16(dst + b * BLOCK_BYTES, src + b * 128, valid);
-      }
-    }
-  }
-  CpAsyncTrackOnBarrier(full);
-  MbarArriveWarp(full);
-}
-// The same out of line, for kernels with tensor maps: there it serves only
-// an item's last part tile, and inline, each of the loop's four copy sites
-// would carry its cp.async copies on the path the instruction fetch runs
-// (as on the swap-AB path, mla_wgmma_loads.cuh). `s` by value keeps the
-// arguments in registers.
-__device__ __noinline__ void CopySeesawBlocksOutOfLine(const MlaDecodeParams& p, MlaSeqInfo s,
-                                                       int j0, int kv_hi, u8* tile, int wg, int buf,
-                                                       u64* full) {
-  CopySeesawBlocksByCpAsync(p, s, j0, kv_hi, tile, wg, buf, full);
-}
-
 // Starts copying KV positions [j0, j0 + TILE) of warpgroup wg's blocks of
 // buffer `buf` (positions at or past kv_hi zero-filled); they complete on
 // `full` (one arrival per warp). A whole tile in consecutive slots goes by
@@ -136,7 +102,9 @@ __device__ __noinline__ void CopySeesawBlocksOutOfLine(const MlaDecodeParams& p,
 // tiles (an item's last part tile, pages of fewer than 64 tokens) by cp.async.
 MLA_INLINE void CopySeesawBlocks(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0, int kv_hi,
                                  const Smem& sm, int wg, int buf, u64* full) {
-  const int w = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+  constexpr int TOKEN_BYTES = KvTokenBytes<KV_FORMAT>::value;
+  const int w = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, c0 = lane & 7;
+  const u8* kv = static_cast<const u8*>(p.kv);
   u8* tile = sm.kv + buf * OPERAND_BYTES;
   int slot = 0;
   if (TmaTile(p, s, j0, kv_hi, slot)) {
@@ -153,11 +121,22 @@ MLA_INLINE void CopySeesawBlocks(const MlaDecodeParams& p, const MlaSeqInfo& s, 
     }
     return;
   }
-  if (mla_wgmma::KV_TMA) {
-    CopySeesawBlocksOutOfLine(p, s, j0, kv_hi, tile, wg, buf, full);
-  } else {
-    CopySeesawBlocksByCpAsync(p, s, j0, kv_hi, tile, wg, buf, full);
+#pragma unroll
+  for (int pass = 0; pass < TILE / 16; ++pass) {
+    const int tok = MlaRowsSeesawCopyToken(w, lane, pass);
+    const int j = j0 + tok;
+    const bool valid = j < kv_hi;
+    const u8* src = kv + KvSlot<PAGE_SIZE>(p, s, valid ? j : j0) * TOKEN_BYTES + c0 * 16;
+    u8* dst = tile + MlaRowsKvRowOffset(tok, c0);
+#pragma unroll
+    for (int b = 0; b < HEAD_DIM_QK / 64; ++b) {
+      if (MlaRowsSeesawCopiesBlock(wg, buf, b)) {
+        mla_wgmma::CpAsync16(dst + b * BLOCK_BYTES, src + b * 128, valid);
+      }
+    }
   }
+  CpAsyncTrackOnBarrier(full);
+  MbarArriveWarp(full);
 }
 
 // Timeline stamps (mla_timeline.cuh; nothing unless MLA_TIMELINE is set):

@@ -148,7 +148,7 @@ MLA_INLINE void CpAsync16Line(void* dst, const void* src, bool valid) {
 // (MlaWgmmaFp8CopyOffset, MlaWgmmaBlockCopyOffset).
 template <bool FULL>  // FULL: every position of the tile is below kv_hi
 MLA_INLINE void CopyKvTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0, int kv_hi,
-                           u8* stage) {
+                           int buf, const Smem& sm) {
   constexpr int TOKEN_BYTES = KvTokenBytes<KV_FORMAT>::value;
   constexpr int CHUNKS = TOKEN_BYTES / 16;
   constexpr int LANES = 8;
@@ -156,6 +156,7 @@ MLA_INLINE void CopyKvTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0
   constexpr int PER_TOKEN = (CHUNKS + LANES - 1) / LANES;
   const u8* kv = static_cast<const u8*>(p.kv);
   const int tok0 = threadIdx.x / LANES, first = threadIdx.x % LANES;
+  u8* stage = sm.raw + buf * STAGE_BYTES;
 #pragma unroll
   for (int pass = 0; pass < TILE / TOKENS_PER_PASS; ++pass) {
     const int tok = tok0 + pass * TOKENS_PER_PASS;
@@ -173,41 +174,22 @@ MLA_INLINE void CopyKvTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0
     }
   }
 }
-MLA_INLINE void CopyKvTileAnyLength(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0,
-                                    int kv_hi, u8* stage) {
-  if (j0 + TILE <= kv_hi) {
-    CopyKvTile<true>(p, s, j0, kv_hi, stage);
-  } else {
-    CopyKvTile<false>(p, s, j0, kv_hi, stage);
-  }
-}
-// The same, out of line, for kernels whose tiles go by tensor copies: there
-// cp.async serves only an item's last part tile (and slots beyond the maps),
-// and its 72 copies of each length, inline, put about 5 KiB of cold code
-// between the tile wait and the products, which the instruction fetch runs
-// past on every tile. `s` by value and `stage` instead of Smem keep the
-// call's arguments in registers.
-__device__ __noinline__ void CopyKvTileOutOfLine(const MlaDecodeParams& p, MlaSeqInfo s, int j0,
-                                                 int kv_hi, u8* stage) {
-  CopyKvTileAnyLength(p, s, j0, kv_hi, stage);
-}
 // Starts copying tile j0 into stage `buf`; returns whether it went by tensor
 // copies (then stage `buf`'s barrier completes when it lands, else this
 // thread's next cp.async commit group holds its share: the first row group's
 // threads copy the whole tile, so the barrier after their wait publishes it).
 MLA_INLINE bool IssueKvTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0, int kv_hi,
                             int buf, const Smem& sm) {
-  u8* stage = sm.raw + buf * STAGE_BYTES;
   int slot = 0;
   if (TmaTile(p, s, j0, kv_hi, slot)) {
-    if (threadIdx.x == 0) CopyKvTileTma(p, slot, stage, &sm.full[buf]);
+    if (threadIdx.x == 0) CopyKvTileTma(p, slot, sm.raw + buf * STAGE_BYTES, &sm.full[buf]);
     return true;
   }
   if (RowGroup() != 0) return false;  // the first warpgroup copies for both
-  if (KV_TMA) {
-    CopyKvTileOutOfLine(p, s, j0, kv_hi, stage);
+  if (j0 + TILE <= kv_hi) {
+    CopyKvTile<true>(p, s, j0, kv_hi, buf, sm);
   } else {
-    CopyKvTileAnyLength(p, s, j0, kv_hi, stage);
+    CopyKvTile<false>(p, s, j0, kv_hi, buf, sm);
   }
   return false;
 }
