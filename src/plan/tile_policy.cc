@@ -127,9 +127,9 @@ TileShape ChooseTiles(const std::string& arch, int rows_per_sequence, KvFormat k
     // CTA per tile of 16 or 32 query rows (bf16's 32: 8 warps, below). Two
     // stages: fp8 then fits two CTAs per SM. MXFP4 adds warpgroups that
     // convert tiles (to e4m3 since v30; two converted tiles, one CTA per
-    // SM): two, one per converted tile with
-    // a raw stage each, for 16-row tiles (H200, RESULTS.md v19: (128,1,8192,16)
-    // 414 -> 316 us; v30: two raw stages each measured the same); one, with
+    // SM): two, one per converted tile with a raw stage each, for 16-row
+    // tiles (H200, RESULTS.md v19: (128,1,8192,16) 414 -> 316 us; v30: two
+    // raw stages each measured the same); one, with
     // two raw stages, for 32-row tiles, whose product code spills at the
     // registers two converting warpgroups leave it (v30, the q_len 4 cases:
     // 8 warps 12-18 % faster than 12 at 31 to 248 units per SM; with bf16
