@@ -271,8 +271,11 @@ absl::StatusOr<TuneResult> Tune(Runtime* rt, const mlajit_plan_config_t* config,
 
   TuneResult result;
   result.key = rt->TuningKeyFor(c, max_q_len, &work);
-  for (const plan::TileShape& t :
-       tune::Candidates(props.arch, max_q_len * c.num_heads, format, &work, c.page_size)) {
+  // Shapes that differ only in a split floor that does not change this
+  // batch's schedule would time the same calls twice.
+  for (const plan::TileShape& t : tune::DropRepeatedSchedules(
+           tune::Candidates(props.arch, max_q_len * c.num_heads, format, &work, c.page_size),
+           layout.view, props.sm_count)) {
     result.candidates.push_back({t, absl::OkStatus(), -1, 0});
   }
   MLAJIT_LOG_INFO("tuning ", tune::KeyName(result.key), ": ", result.candidates.size(),

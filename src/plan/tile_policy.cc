@@ -238,9 +238,10 @@ absl::Status CheckTileShape(const std::string& arch, KvFormat kv_format, const T
         " CTAs per SM: not a runnable shape on ", arch, " (", smem,
         " bytes of shared memory per CTA)"));
   }
-  if (t.min_split_cost < 64 || t.min_split_cost > 65536) {
+  if (t.min_split_cost < 64 || t.min_split_cost > kMaxSplitCost) {
     return absl::InvalidArgumentError(absl::StrCat("min_split_cost ", t.min_split_cost,
-                                                   ": expected a token count in [64, 65536]"));
+                                                   ": expected a token count in [64, ",
+                                                   kMaxSplitCost, "]"));
   }
   return absl::OkStatus();
 }
@@ -276,9 +277,10 @@ absl::Status ApplySplitOverride(TileShape* t) {
   if (env == nullptr || *env == '\0') return absl::OkStatus();
   int cost = 0;
   char rest = 0;
-  if (std::sscanf(env, "%d%c", &cost, &rest) != 1 || cost < 64 || cost > 65536) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "MLAJIT_SPLIT_MIN_COST=\"", env, "\": expected a token count in [64, 65536]"));
+  if (std::sscanf(env, "%d%c", &cost, &rest) != 1 || cost < 64 || cost > kMaxSplitCost) {
+    return absl::InvalidArgumentError(absl::StrCat("MLAJIT_SPLIT_MIN_COST=\"", env,
+                                                   "\": expected a token count in [64, ",
+                                                   kMaxSplitCost, "]"));
   }
   t->min_split_cost = cost;
   return absl::OkStatus();

@@ -17,6 +17,10 @@
 
 namespace mlajit::plan {
 
+// The largest min_split_cost (TileShape): with it no sequence of up to this
+// many KV tokens is split.
+inline constexpr int kMaxSplitCost = 65536;
+
 struct TileShape {
   int block_m = 16;
   int block_n = 64;

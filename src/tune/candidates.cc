@@ -1,8 +1,12 @@
 #include "src/tune/candidates.h"
 
 #include <algorithm>
+#include <optional>
+#include <utility>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "src/plan/scheduler.h"
 
 namespace mlajit::tune {
 namespace {
@@ -110,7 +114,66 @@ std::vector<plan::TileShape> Candidates(const std::string& arch, int rows, KvFor
     t.min_split_cost = cost;
     add(t);
   }
+  // No split at all (sequences of up to kMaxSplitCost tokens): no partials
+  // and no merge, at the price of fewer busy CTAs. On memory-bound batches
+  // of one CTA's worth of sequences or more the merge is 3.1-3.4 us of a call
+  // (RESULTS.md v63, v71). Where the policy runs two CTAs an SM, also one
+  // with the most stages that fit, so that an SM keeps as many bytes in
+  // flight with one busy CTA as it did with two.
+  plan::TileShape unsplit = policy;
+  unsplit.min_split_cost = plan::kMaxSplitCost;
+  add(unsplit);
+  if (policy.ctas_per_sm == 2) {
+    unsplit.ctas_per_sm = 1;
+    for (unsplit.num_stages = 4; unsplit.num_stages > policy.num_stages; --unsplit.num_stages) {
+      if (plan::CheckTileShape(arch, kv_format, unsplit).ok()) break;
+    }
+    add(unsplit);
+  }
   return out;
+}
+
+namespace {
+
+// Two schedules give every CTA the same work items (sequence, rows, KV range,
+// partial slot) in the same order.
+bool SameWork(const plan::Schedule& a, const plan::Schedule& b) {
+  if (a.work_indptr != b.work_indptr || a.work.size() != b.work.size()) return false;
+  for (size_t i = 0; i < a.work.size(); ++i) {
+    const MlaWorkItem &x = a.work[i], &y = b.work[i];
+    if (x.seq != y.seq || x.row_start != y.row_start || x.kv_start != y.kv_start ||
+        x.kv_end != y.kv_end || x.partial != y.partial) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The same kernel: every field but the split floor.
+bool SameKernel(const plan::TileShape& a, const plan::TileShape& b) {
+  plan::TileShape c = b;
+  c.min_split_cost = a.min_split_cost;
+  return SameShape(a, c);
+}
+
+}  // namespace
+
+std::vector<plan::TileShape> DropRepeatedSchedules(const std::vector<plan::TileShape>& shapes,
+                                                   const plan::LayoutView& layout, int sm_count) {
+  std::vector<plan::TileShape> kept;
+  std::vector<std::optional<plan::Schedule>> schedules;  // kept's, when they build
+  for (const plan::TileShape& t : shapes) {
+    absl::StatusOr<plan::Schedule> s =
+        plan::BuildSchedule(layout, plan::ScheduleConfigFor(t, sm_count));
+    bool repeat = false;
+    for (size_t j = 0; j < kept.size() && s.ok() && !repeat; ++j) {
+      repeat = SameKernel(kept[j], t) && schedules[j].has_value() && SameWork(*schedules[j], *s);
+    }
+    if (repeat) continue;
+    kept.push_back(t);
+    schedules.push_back(s.ok() ? std::optional<plan::Schedule>(*std::move(s)) : std::nullopt);
+  }
+  return kept;
 }
 
 }  // namespace mlajit::tune

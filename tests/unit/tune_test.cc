@@ -8,6 +8,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "src/plan/scheduler.h"
 #include "src/plan/tile_policy.h"
 #include "src/tune/candidates.h"
 #include "src/tune/tuning_table.h"
@@ -250,6 +251,104 @@ TEST(TuneCandidates, HopperRowsPathOnlyForTallRows) {
   EXPECT_FALSE(has_row_pairs(Candidates("sm_90a", 16, KvFormat::kBf16, &work), KvFormat::kBf16));
   EXPECT_FALSE(
       has_row_pairs(Candidates("sm_90a", 32, KvFormat::kFp8E4m3, &work), KvFormat::kFp8E4m3));
+}
+
+// The candidate with these fields, or null.
+const plan::TileShape* Find(const std::vector<plan::TileShape>& list, int block_m, int stages,
+                            int ctas, int split) {
+  for (const plan::TileShape& t : list) {
+    if (t.block_m == block_m && t.num_stages == stages && t.ctas_per_sm == ctas &&
+        t.min_split_cost == split) {
+      return &t;
+    }
+  }
+  return nullptr;
+}
+
+TEST(TuneCandidates, NoSplitOnThePolicyShapeAndOneCtaWithMoreStages) {
+  plan::BatchWork work{8192, 132};
+  // fp8 16-row tiles: the policy runs two CTAs an SM with two stages.
+  const std::vector<plan::TileShape> fp8 = Candidates("sm_90a", 16, KvFormat::kFp8E4m3, &work);
+  ASSERT_EQ(fp8[0].ctas_per_sm, 2);
+  EXPECT_NE(Find(fp8, 16, fp8[0].num_stages, 2, plan::kMaxSplitCost), nullptr);
+  const plan::TileShape* one = Find(fp8, 16, 4, 1, plan::kMaxSplitCost);
+  ASSERT_NE(one, nullptr);
+  EXPECT_TRUE(plan::CheckTileShape("sm_90a", KvFormat::kFp8E4m3, *one).ok());
+  // bf16 16-row tiles already run one CTA an SM: only the unsplit policy.
+  const std::vector<plan::TileShape> bf16 = Candidates("sm_90a", 16, KvFormat::kBf16, &work);
+  ASSERT_EQ(bf16[0].ctas_per_sm, 1);
+  int unsplit = 0;
+  for (const plan::TileShape& t : bf16) unsplit += t.min_split_cost == plan::kMaxSplitCost;
+  EXPECT_EQ(unsplit, 1);
+  EXPECT_NE(Find(bf16, 16, bf16[0].num_stages, 1, plan::kMaxSplitCost), nullptr);
+}
+
+// `batch` sequences of one query and `kv` tokens, flat.
+struct UniformLayout {
+  UniformLayout(int batch, int kv, int heads) {
+    for (int b = 0; b <= batch; ++b) {
+      qo.push_back(b);
+      kv_indptr.push_back(b * kv);
+    }
+    view.num_heads = heads;
+    view.qo_indptr = qo;
+    view.kv_indptr = kv_indptr;
+  }
+  std::vector<int32_t> qo, kv_indptr;
+  plan::LayoutView view;
+};
+
+TEST(TuneCandidates, RepeatedSchedulesAreDroppedOtherShapesKept) {
+  // (128,1,8192,16) fp8: the policy cuts each sequence in two pieces of 4096
+  // tokens, so split floors of 256 and 1024 give its schedule again, and no
+  // split gives another.
+  const UniformLayout l(128, 8192, 16);
+  const plan::BatchWork work = plan::MeasureBatch(l.view, 132);
+  const std::vector<plan::TileShape> all = Candidates("sm_90a", 16, KvFormat::kFp8E4m3, &work);
+  const std::vector<plan::TileShape> kept = DropRepeatedSchedules(all, l.view, 132);
+  ASSERT_FALSE(kept.empty());
+  EXPECT_TRUE(SameShape(kept[0], all[0]));
+  const int stages = all[0].num_stages;
+  ASSERT_NE(Find(all, 16, stages, 2, 256), nullptr);
+  EXPECT_EQ(Find(kept, 16, stages, 2, 256), nullptr);
+  EXPECT_EQ(Find(kept, 16, stages, 2, 1024), nullptr);
+  EXPECT_NE(Find(kept, 16, stages, 2, plan::kMaxSplitCost), nullptr);
+  // One CTA an SM (132 CTAs) takes each sequence whole at the policy's
+  // floor already, so its unsplit twin repeats it.
+  EXPECT_NE(Find(kept, 16, 4, 1, all[0].min_split_cost), nullptr);
+  EXPECT_EQ(Find(kept, 16, 4, 1, plan::kMaxSplitCost), nullptr);
+  // Other kernels with the policy's split floor stay even where their
+  // schedule is the policy's (more stages: the same cut, another kernel).
+  int all_default = 0, kept_default = 0;
+  for (const plan::TileShape& t : all) all_default += t.min_split_cost == all[0].min_split_cost;
+  for (const plan::TileShape& t : kept) kept_default += t.min_split_cost == all[0].min_split_cost;
+  EXPECT_EQ(kept_default, all_default);
+  EXPECT_EQ(kept.size(), all.size() - 3);
+
+  // bf16: one CTA an SM takes one sequence whole already, so every split
+  // floor repeats the policy's schedule.
+  const std::vector<plan::TileShape> bf16 = Candidates("sm_90a", 16, KvFormat::kBf16, &work);
+  const std::vector<plan::TileShape> bf16_kept = DropRepeatedSchedules(bf16, l.view, 132);
+  for (const plan::TileShape& t : bf16_kept) {
+    if (t.block_m == 16 && t.num_stages == bf16[0].num_stages && t.ctas_per_sm == 1) {
+      EXPECT_EQ(t.min_split_cost, bf16[0].min_split_cost) << ShapeName(t);
+    }
+  }
+  EXPECT_EQ(bf16_kept.size(), bf16.size() - 3);
+
+  // (4,1,1024,32) fp8, a small batch: the floors of 256 and 1024 cut
+  // differently from the policy's, and 1024 already leaves each sequence
+  // whole, so only the unsplit policy shape repeats one.
+  const UniformLayout small(4, 1024, 32);
+  const plan::BatchWork small_work = plan::MeasureBatch(small.view, 132);
+  const std::vector<plan::TileShape> s = Candidates("sm_90a", 32, KvFormat::kFp8E4m3, &small_work);
+  const std::vector<plan::TileShape> s_kept = DropRepeatedSchedules(s, small.view, 132);
+  ASSERT_EQ(s[0].block_m, 16);
+  EXPECT_NE(Find(s_kept, 16, s[0].num_stages, 2, 256), nullptr);
+  EXPECT_NE(Find(s_kept, 16, s[0].num_stages, 2, 1024), nullptr);
+  EXPECT_EQ(Find(s_kept, 16, s[0].num_stages, 2, plan::kMaxSplitCost), nullptr);
+  EXPECT_NE(Find(s_kept, 16, 4, 1, plan::kMaxSplitCost), nullptr);
+  EXPECT_EQ(s_kept.size(), s.size() - 1);
 }
 
 TEST(TunePick, PolicyStaysUnlessBeatenByTheMargin) {
