@@ -107,8 +107,9 @@ std::vector<plan::TileShape> Candidates(const std::string& arch, int rows, KvFor
   } else {
     for (const Tiles& s : kMmaTiles) add_tiles(s);
   }
-  // The split floor matters only where the batch leaves SMs idle; it is tried
-  // on the policy's shape alone, which keeps the count down.
+  // Higher split floors matter where the batch leaves SMs idle or pays a
+  // merge; they are tried on the policy's shape alone, which keeps the count
+  // down.
   for (int cost : {256, 1024}) {
     plan::TileShape t = policy;
     t.min_split_cost = cost;
