@@ -48,7 +48,9 @@ def tiles(arch, rows, kv, page):
         return [(32, 64, 8, 2), (16, 64, 12, 2)]
     if arch == "sm_90a" and kv != "mxfp4":  # the warpgroup-MMA paths
         if rows > 32 and kv == "fp8_e4m3":
-            return [(64, 64, 12, 3)]  # rows as M: a scorer and two accumulators
+            # rows as M: a scorer and two accumulators; up to 128 rows, small
+            # batches take the swap-AB path's 16-row tiles
+            return [(64, 64, 12, 3)] + ([(16, 64, 4, 2)] if rows <= 128 else [])
         if rows > 32:
             return [(64, 64, 8, 2)]  # rows as M, 64 rows per tile
         # 32 rows: bf16 as two warpgroups of 16 rows (8 warps), fp8 one

@@ -95,7 +95,20 @@ TileShape ChooseTiles(const std::string& arch, int rows_per_sequence, KvFormat k
     return t;
   }
   t.tensor_cores = true;
-  if (arch == "sm_90a" && kv_format == KvFormat::kFp8E4m3 && rows_per_sequence > 32) {
+  // A small fp8 batch of 33 to 128 rows a sequence takes the swap-AB path's
+  // 16-row tiles instead of 64-row ones (below): every 16-row tile reads its
+  // sequence's KV again, but four times the row tiles, two CTAs an SM, share
+  // a batch too small to fill the SMs otherwise. H100, RESULTS.md v72, against the
+  // warp-specialised path: 14-17 % faster at 3.9 wide units per SM
+  // ((16,4,1024,16), (4,4,2048,32), (8,4,1024,32)); at 7.8, 14.5 % on
+  // (32,4,1024,16), 13.9 % on (32,2,1024,32), 1.3-5.9 % on 128 rows; 3.5 %
+  // slower at 5.8 ((24,4,1024,16)); 7.7-12.6 % slower at 9.7-11.6 and up to
+  // 22 % slower at 15.5 ((4,4,8192,32)).
+  const bool fp8_narrow_rows = arch == "sm_90a" && kv_format == KvFormat::kFp8E4m3 &&
+                               rows_per_sequence > 32 && rows_per_sequence <= 128 &&
+                               SmallBatchPerSm(work, 8);
+  if (arch == "sm_90a" && kv_format == KvFormat::kFp8E4m3 && rows_per_sequence > 32 &&
+      !fp8_narrow_rows) {
     // fp8 with tiles of 64 query rows (mla_decode_wgmma_rows_ws.cuh): a
     // scorer warpgroup and two accumulating ones, one CTA per SM, three
     // stages of tiles as stored. H200, tools/bench/RESULTS.md v22, against
@@ -167,6 +180,7 @@ TileShape ChooseTiles(const std::string& arch, int rows_per_sequence, KvFormat k
     if (t.block_m == 32 && rows_per_sequence <= 32 && SmallBatchPerSm(work, small_below)) {
       shape(16);
     }
+    if (fp8_narrow_rows) shape(16);
     return t;
   }
   // Candidates (block_m, block_n, warps), best first. Warps split a tile's rows

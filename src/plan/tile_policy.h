@@ -79,7 +79,9 @@ struct BatchWork {
 
 // rows_per_sequence: the largest q_len * num_heads of the batch. On sm_90a
 // more than 32 rows take tiles of 64 rows: fp8 the warp-specialised path
-// (three warpgroups), bf16 the two-warpgroup one. `work` (null
+// (three warpgroups), bf16 the two-warpgroup one; fp8 batches of up to 128
+// rows a sequence and under 8 wide units per SM take the swap-AB path's
+// 16-row tiles instead, two CTAs per SM (RESULTS.md v72). `work` (null
 // for plans sized by limits rather than one batch) lets the sm_90a wgmma path
 // trade its 32-row tiles, which do more per KV byte, for 16-row tiles, which
 // give twice the CTAs something to do, when the batch is too small to keep

@@ -69,9 +69,14 @@ std::vector<plan::TileShape> Candidates(const std::string& arch, int rows, KvFor
   const int tallest = RowTileFor(rows);
   // Per tile shape: two stages and the most that fit, each with two CTAs per
   // SM where they fit and with one. Tiles under half the rows' height are
-  // left out: each row tile reads the sequence's KV again.
+  // left out (each row tile reads the sequence's KV again), except fp8's
+  // 16-row swap-AB tiles, which small batches of up to 128 rows run faster
+  // than 64-row ones (RESULTS.md v72).
+  const bool fp8_narrow =
+      arch == "sm_90a" && kv_format == KvFormat::kFp8E4m3 && rows > 32 && rows <= 128;
   auto add_tiles = [&](const Tiles& s) {
-    if (s.m > tallest || 2 * s.m < tallest) return;
+    const bool narrow_ok = fp8_narrow && s.m == 16;
+    if (s.m > tallest || (2 * s.m < tallest && !narrow_ok)) return;
     plan::TileShape t;
     t.block_m = s.m;
     t.block_n = s.n;

@@ -78,6 +78,11 @@ BatchConfig WithShape(KvFormat f, QMode m, Shape sh) {
   return c;
 }
 
+bool OnHopper(DecodeHarness& h) {
+  absl::StatusOr<gpu::DeviceProperties> props = h.backend()->GetDeviceProperties(0);
+  return props.ok() && props->arch == "sm_90a";
+}
+
 TEST_F(GpuDecodeTest, EveryKvFormatAndQMode) {
   for (KvFormat f : {KvFormat::kBf16, KvFormat::kFp8E4m3, KvFormat::kMxfp4}) {
     for (QMode m : {QMode::kBf16, QMode::kFp8}) {
@@ -116,11 +121,17 @@ TEST_F(GpuDecodeTest, SixtyFourRowTiles) {
   // More than 32 rows per sequence take 64-row tiles on sm_90a (fp8 and bf16
   // KV): each with both Q modes, full and part-filled tiles (64, 48, 128 rows),
   // a sequence split over many CTAs (partials merged), and paged caches.
+  // These batches are small enough for fp8's policy to take 16-row tiles,
+  // several a sequence: fp8 runs them so and with 64-row tiles forced.
   for (KvFormat f : {KvFormat::kFp8E4m3, KvFormat::kBf16}) {
-    for (QMode m : {QMode::kBf16, QMode::kFp8}) {
-      for (Shape sh : {Shape{16, 4, 3000, 4, 0}, Shape{16, 3, 700, 6, 16},
-                       Shape{128, 1, 20000, 1, 0}, Shape{32, 4, 1500, 3, 64}}) {
-        ExpectMatches(WithShape(f, m, sh));
+    for (const char* tiles : {"", "64,64,12,3,1"}) {
+      if (*tiles != '\0' && (f != KvFormat::kFp8E4m3 || !OnHopper(*harness_))) continue;
+      ScopedEnv env("MLAJIT_TILES", tiles);
+      for (QMode m : {QMode::kBf16, QMode::kFp8}) {
+        for (Shape sh : {Shape{16, 4, 3000, 4, 0}, Shape{16, 3, 700, 6, 16},
+                         Shape{128, 1, 20000, 1, 0}, Shape{32, 4, 1500, 3, 64}}) {
+          ExpectMatches(WithShape(f, m, sh));
+        }
       }
     }
   }
@@ -134,8 +145,11 @@ TEST_F(GpuDecodeTest, MergeUnitsOfEveryWidth) {
   // quarters, 12 one half a group, 24 whole rows and 40 several halves; the
   // skewed batch's long sequence merges more splits a row than one batch of
   // loads holds (MergeBatch), batch by batch, beside many short ones. Both
-  // the 8-warp (bf16 KV) and the 12-warp (fp8) merge.
+  // the 8-warp (bf16 KV) and the 12-warp (fp8) merge. (fp8's smaller batches
+  // would take 16-row tiles: the 64-row tiles are forced on Hopper.)
   for (KvFormat f : {KvFormat::kBf16, KvFormat::kFp8E4m3}) {
+    const bool ws = f == KvFormat::kFp8E4m3 && OnHopper(*harness_);
+    ScopedEnv env("MLAJIT_TILES", ws ? "64,64,12,3,1" : "");
     for (int batch : {4, 12, 24, 40}) {
       ExpectMatches(WithShape(f, QMode::kBf16, Shape{16, 4, 3000, batch, 0}));
     }
@@ -196,11 +210,6 @@ std::string ExpectMatchesAndDescribe(DecodeHarness& h, BatchConfig c,
   EXPECT_TRUE(r->out.Passes(OutputTolerance(c))) << r->spec << "\n  out: " << r->out.ToString();
   EXPECT_TRUE(r->lse.Passes(1e-3)) << r->spec << "\n  lse: " << r->lse.ToString();
   return plan;
-}
-
-bool OnHopper(DecodeHarness& h) {
-  absl::StatusOr<gpu::DeviceProperties> props = h.backend()->GetDeviceProperties(0);
-  return props.ok() && props->arch == "sm_90a";
 }
 
 TEST_F(GpuDecodeTest, Mxfp4LargeRowTiles) {
@@ -368,17 +377,21 @@ TEST_F(GpuDecodeTest, Mxfp4BlocksAtEveryDistanceFromTheirTilesLargest) {
 
 TEST_F(GpuDecodeTest, Fp8SixtyFourRowTilesEveryPageSizeAndQMode) {
   // fp8 with more than 32 rows per sequence: the warp-specialised path (the
-  // policy on Hopper: a scorer and two accumulating warpgroups, S from the
-  // tile as stored, V^T converted in registers) and the two-warpgroup one
-  // (forced; a tuner candidate). Pages of 1, 16 and 64 tokens and flat; both
-  // Q modes (bf16 Q as two e4m3 terms, a8 codes); 48 rows (a part row tile)
-  // and 128 (two row tiles); part KV tiles, empty sequences, sequences split
-  // over CTAs. (Elsewhere both run the mma.sync path.)
+  // policy on Hopper for all but small batches: a scorer and two
+  // accumulating warpgroups, S from the tile as stored, V^T converted in
+  // registers; forced here), the two-warpgroup one (forced; a tuner
+  // candidate), and the policy, which gives these small batches the swap-AB
+  // path's 16-row tiles, several a sequence. Pages of 1, 16 and 64 tokens
+  // and flat; both Q modes (bf16 Q as two e4m3 terms, a8 codes); 48 rows (a
+  // part row tile) and 128 (two row tiles); part KV tiles, empty sequences,
+  // sequences split over CTAs. (Elsewhere the mma.sync path.)
   struct Forced {
     const char* tiles;  // "" = the policy
-    int hopper_warps;
+    int hopper_rows, hopper_warps;
   };
-  for (const Forced& f : {Forced{"", 12}, Forced{"64,64,8,2,1", 8}}) {
+  for (const Forced& f :
+       {Forced{"64,64,12,3,1", 64, 12}, Forced{"64,64,8,2,1", 64, 8}, Forced{"", 16, 4}}) {
+    if (f.hopper_warps == 12 && !OnHopper(*harness_)) continue;
     ScopedEnv env("MLAJIT_TILES", f.tiles);
     for (int page : {0, 1, 16, 64}) {
       for (QMode m : {QMode::kBf16, QMode::kFp8}) {
@@ -388,7 +401,7 @@ TEST_F(GpuDecodeTest, Fp8SixtyFourRowTilesEveryPageSizeAndQMode) {
         c.zero_length_fraction = 0.2;
         const std::string plan = ExpectMatchesAndDescribe(*harness_, c);
         if (OnHopper(*harness_)) {
-          EXPECT_EQ(IntField(plan, "block_m"), 64) << plan;
+          EXPECT_EQ(IntField(plan, "block_m"), f.hopper_rows) << plan;
           EXPECT_EQ(IntField(plan, "num_warps"), f.hopper_warps) << plan;
         }
       }
@@ -405,7 +418,8 @@ absl::StatusOr<std::unique_ptr<DecodeHarness>> HarnessWithoutTensorMaps() {
 
 TEST_F(GpuDecodeTest, SwapAbAndFp8TilesWithAndWithoutTensorMaps) {
   // fp8 and bf16 on Hopper copy whole tiles by tensor maps (the swap-AB path,
-  // 16 and 32 rows, and fp8's warp-specialised one, 64 rows; flat, and pages
+  // 16 and 32 rows, 16-row tiles of 64-row sequences in a small fp8 batch,
+  // and fp8's warp-specialised one, 64 rows, in a larger batch; flat, and pages
   // of 64 or 128 tokens) and the rest by cp.async: every item's last part
   // tile, pages of 16 tokens, and everything with MLAJIT_KV_TMA=0 (a runtime
   // of its own, since the knob is read when the runtime is created). Both Q
@@ -426,7 +440,8 @@ TEST_F(GpuDecodeTest, SwapAbAndFp8TilesWithAndWithoutTensorMaps) {
         for (const Case& k : {Case{KvFormat::kFp8E4m3, Shape{16, 1, 9000, 6, page}, 4},
                               Case{KvFormat::kFp8E4m3, Shape{16, 2, 3000, 5, page}, 4},
                               Case{KvFormat::kFp8E4m3, Shape{32, 1, 64, 3, page}, 4},
-                              Case{KvFormat::kFp8E4m3, Shape{16, 4, 2500, 4, page}, 12},
+                              Case{KvFormat::kFp8E4m3, Shape{16, 4, 2500, 4, page}, 4},
+                              Case{KvFormat::kFp8E4m3, Shape{16, 4, 2500, 48, page}, 12},
                               Case{KvFormat::kBf16, Shape{16, 1, 9000, 6, page}, 4},
                               Case{KvFormat::kBf16, Shape{16, 2, 3000, 5, page}, 4},
                               Case{KvFormat::kBf16, Shape{32, 1, 64, 3, page}, 4}}) {
@@ -516,12 +531,16 @@ TEST_F(GpuDecodeTest, NanKvCodeReachesItsSequenceOnly) {
   // dims, or an MXFP4 NaN scale (0xff, the quantiser's for a block holding a
   // NaN) on one of its blocks: the scores of that token are NaN, so every
   // output row of its sequence is NaN, as in the reference, on the swap-AB
-  // and 64-row paths (MXFP4: 16- and 32-row swap-AB tiles) and with both Q
-  // modes (no conversion reads the code as a finite number). The other
-  // sequences are unaffected.
+  // and 64-row paths (MXFP4: 16- and 32-row swap-AB tiles; fp8's 64 rows:
+  // the policy's 16-row tiles for this small batch and, forced on Hopper,
+  // the warp-specialised path) and with both Q modes (no conversion reads
+  // the code as a finite number). The other sequences are unaffected.
   for (KvFormat f : {KvFormat::kFp8E4m3, KvFormat::kMxfp4}) {
     for (QMode m : {QMode::kBf16, QMode::kFp8}) {
-      for (int q_len : {1, 4}) {  // 16 and 64 rows per sequence
+      for (const auto& [q_len, tiles] :
+           {std::pair<int, const char*>{1, ""}, {4, ""}, {4, "64,64,12,3,1"}}) {  // 16 and 64 rows
+        if (*tiles != '\0' && (f != KvFormat::kFp8E4m3 || !OnHopper(*harness_))) continue;
+        ScopedEnv env("MLAJIT_TILES", tiles);
         BatchConfig c = Base();
         c.kv_format = f;
         c.q_mode = m;

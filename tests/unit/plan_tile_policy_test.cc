@@ -147,6 +147,7 @@ void CheckManifest(const std::string& path) {
 TEST(TilePolicy, Fp8TallRowsTakeTheWarpSpecialisedPathAtEveryPageSize) {
   // Page size 1 used to send large batches of more than 32 rows to 32-row
   // swap-AB tiles; the warp-specialised path beat both (RESULTS.md v22).
+  // (Under 8 wide units per SM: the test below.)
   const BatchWork large{32 * 4 * 128, 132}, small{4 * 4 * 128, 132};
   for (int rows : {33, 64, 128}) {
     for (int page : {0, 1, 16, 64}) {
@@ -160,6 +161,37 @@ TEST(TilePolicy, Fp8TallRowsTakeTheWarpSpecialisedPathAtEveryPageSize) {
     // bf16 keeps the two-warpgroup path.
     EXPECT_EQ(ChooseTiles("sm_90a", rows, KvFormat::kBf16, &large, 1).num_warps, 8) << rows;
   }
+}
+
+TEST(TilePolicy, SmallFp8BatchesOfTallRowsTakeSixteenRowSwapAbTiles) {
+  // Under 8 wide units per SM, fp8 sequences of 33 to 128 rows take 16-row
+  // swap-AB tiles, two CTAs an SM (RESULTS.md v72): (32,4,1024,16) has 1024
+  // wide units, (16,4,1024,16) 512, (4,4,8192,32) 2048.
+  const BatchWork suite{1024, 132}, tiny{1, 132}, edge_below{8 * 132 - 1, 132}, edge{8 * 132, 132},
+      large{2048, 132};
+  for (int rows : {33, 64, 96, 128}) {
+    for (int page : {0, 1, 64}) {
+      for (const BatchWork* w : {&suite, &tiny, &edge_below}) {
+        const TileShape t = ChooseTiles("sm_90a", rows, KvFormat::kFp8E4m3, w, page);
+        EXPECT_EQ(t.block_m, 16) << rows << " " << page << " " << w->wide_units;
+        EXPECT_EQ(t.num_warps, 4) << rows;
+        EXPECT_EQ(t.ctas_per_sm, 2) << rows;
+        EXPECT_TRUE(RunsWgmmaPath("sm_90a", KvFormat::kFp8E4m3, t.block_m, t.block_n, t.num_warps));
+      }
+      for (const BatchWork* w : {&edge, &large, static_cast<const BatchWork*>(nullptr)}) {
+        const TileShape t = ChooseTiles("sm_90a", rows, KvFormat::kFp8E4m3, w, page);
+        EXPECT_EQ(t.block_m, 64) << rows << " " << page;
+        EXPECT_EQ(t.num_warps, 12) << rows << " " << page;
+      }
+    }
+  }
+  // Taller rows, other formats and other targets keep their shapes.
+  EXPECT_EQ(ChooseTiles("sm_90a", 129, KvFormat::kFp8E4m3, &tiny).block_m, 64);
+  EXPECT_EQ(ChooseTiles("sm_90a", 64, KvFormat::kBf16, &tiny).block_m, 64);
+  EXPECT_EQ(ChooseTiles("sm_90a", 64, KvFormat::kMxfp4, &tiny).block_m,
+            ChooseTiles("sm_90a", 64, KvFormat::kMxfp4).block_m);
+  EXPECT_EQ(ChooseTiles("sm_80", 64, KvFormat::kFp8E4m3, &tiny).block_m,
+            ChooseTiles("sm_80", 64, KvFormat::kFp8E4m3).block_m);
 }
 
 TEST(TilePolicy, SmallBatchesTakeNarrowRowTilesOnTheWgmmaPath) {

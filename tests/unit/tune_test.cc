@@ -2,6 +2,7 @@
 // shapes and the choice among measured ones. The GPU side (timing, the
 // cross-check, plans picking up records) is tests/gpu/tune_test.cc.
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -228,14 +229,27 @@ TEST(TuneCandidates, HopperRowsPathOnlyForTallRows) {
   EXPECT_TRUE(has_rows_path(Candidates("sm_90a", 64, KvFormat::kFp8E4m3, &work)));
   EXPECT_FALSE(has_rows_path(Candidates("sm_90a", 32, KvFormat::kFp8E4m3, &work)));
   // Tiles of half the rows stay candidates (more CTAs per KV byte), shorter
-  // ones do not (each row tile reads the KV again).
-  bool has16 = false, has32 = false;
+  // ones do not (each row tile reads the KV again), except fp8's 16-row
+  // swap-AB tiles for up to 128 rows, which small batches run faster.
+  auto heights = [&](int rows, KvFormat f) {
+    std::set<int> m;
+    for (const plan::TileShape& t : Candidates("sm_90a", rows, f, &work)) m.insert(t.block_m);
+    return m;
+  };
+  EXPECT_EQ(heights(64, KvFormat::kFp8E4m3), (std::set<int>{16, 32, 64}));
+  EXPECT_EQ(heights(128, KvFormat::kFp8E4m3), (std::set<int>{16, 32, 64}));
+  EXPECT_EQ(heights(256, KvFormat::kFp8E4m3), (std::set<int>{32, 64}));
+  EXPECT_EQ(heights(64, KvFormat::kBf16), (std::set<int>{32, 64}));
+  // fp8's 16-row candidate for tall rows is the policy's small-batch shape:
+  // two CTAs an SM.
+  const plan::BatchWork small{4 * 132, 132};
+  const plan::TileShape narrow = plan::ChooseTiles("sm_90a", 64, KvFormat::kFp8E4m3, &small);
+  ASSERT_EQ(narrow.block_m, 16);
+  bool listed = false;
   for (const plan::TileShape& t : Candidates("sm_90a", 64, KvFormat::kFp8E4m3, &work)) {
-    has16 |= t.block_m == 16;
-    has32 |= t.block_m == 32;
+    listed |= SameShape(t, narrow);
   }
-  EXPECT_TRUE(has32);
-  EXPECT_FALSE(has16);
+  EXPECT_TRUE(listed);
   // bf16 tiles of 32 rows also as two warpgroups of 16 rows (8 warps), on
   // the swap-AB path; fp8 has no such shape.
   auto has_row_pairs = [](const std::vector<plan::TileShape>& list, KvFormat f) {
