@@ -12,6 +12,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -271,6 +272,23 @@ TEST(JitCompile, WarpgroupMmaShapesCompileForSm90a) {
       ++compiled;
     }
   }
+  // fp8's 16-row tiles for small batches of 33-128 rows a sequence (several
+  // row tiles a sequence): 4 causal q positions of 16 and of 32 heads and
+  // 128 heads of one, both Q modes, flat and paged: nothing spills.
+  for (const auto& [heads, q_len, q_mode, page_size] :
+       {std::tuple{16, 4, QMode::kBf16, 0}, std::tuple{32, 4, QMode::kFp8, 1},
+        std::tuple{128, 1, QMode::kBf16, 64}}) {
+    const plan::BatchWork small{1, 132};
+    const plan::TileShape t =
+        plan::ChooseTiles("sm_90a", heads * q_len, KvFormat::kFp8E4m3, &small, page_size);
+    ASSERT_EQ(t.block_m, 16);
+    ASSERT_TRUE(
+        plan::RunsWgmmaPath("sm_90a", KvFormat::kFp8E4m3, t.block_m, t.block_n, t.num_warps));
+    KernelSpec spec = Sm90aSpec(heads, q_len, KvFormat::kFp8E4m3, q_mode, page_size, t);
+    spec.causal = q_len > 1;
+    ExpectCompiles(**kc, spec, /*no_spills=*/true);
+    ++compiled;
+  }
   // bf16 tiles of 32 rows as two warpgroups of 16 rows (8 warps, the
   // policy's), one q position and two (causal): nothing spills.
   for (int q_len : {1, 2}) {
@@ -284,7 +302,7 @@ TEST(JitCompile, WarpgroupMmaShapesCompileForSm90a) {
       ++compiled;
     }
   }
-  EXPECT_EQ(compiled, 18);
+  EXPECT_EQ(compiled, 21);
 }
 
 // The sm_90a 64-row paths, likewise: the policy's (mla_decode_wgmma_rows_ws.cuh
