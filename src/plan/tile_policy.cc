@@ -104,11 +104,11 @@ TileShape ChooseTiles(const std::string& arch, int rows_per_sequence, KvFormat k
   // (32,4,1024,16), 13.9 % on (32,2,1024,32), 1.3-5.9 % on 128 rows; 3.5 %
   // slower at 5.8 ((24,4,1024,16)); 7.7-12.6 % slower at 9.7-11.6 and up to
   // 22 % slower at 15.5 ((4,4,8192,32)).
-  const bool fp8_narrow_rows = arch == "sm_90a" && kv_format == KvFormat::kFp8E4m3 &&
-                               rows_per_sequence > 32 && rows_per_sequence <= 128 &&
-                               SmallBatchPerSm(work, 8);
-  if (arch == "sm_90a" && kv_format == KvFormat::kFp8E4m3 && rows_per_sequence > 32 &&
-      !fp8_narrow_rows) {
+  const bool fp8_tall_rows =
+      arch == "sm_90a" && kv_format == KvFormat::kFp8E4m3 && rows_per_sequence > 32;
+  const bool fp8_narrow_rows =
+      fp8_tall_rows && rows_per_sequence <= kFp8NarrowRowsMax && SmallBatchPerSm(work, 8);
+  if (fp8_tall_rows && !fp8_narrow_rows) {
     // fp8 with tiles of 64 query rows (mla_decode_wgmma_rows_ws.cuh): a
     // scorer warpgroup and two accumulating ones, one CTA per SM, three
     // stages of tiles as stored. H200, tools/bench/RESULTS.md v22, against

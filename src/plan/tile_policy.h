@@ -21,6 +21,10 @@ namespace mlajit::plan {
 // many KV tokens is split.
 inline constexpr int kMaxSplitCost = 65536;
 
+// On sm_90a, fp8 sequences of more than 32 and at most this many rows take
+// the swap-AB path's 16-row tiles when the batch is small (ChooseTiles).
+inline constexpr int kFp8NarrowRowsMax = 128;
+
 struct TileShape {
   int block_m = 16;
   int block_n = 64;
