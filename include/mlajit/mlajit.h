@@ -80,7 +80,11 @@ typedef enum mlajit_kv_format {
 
 typedef enum mlajit_q_mode {
   MLAJIT_Q_MODE_BF16 = 0, /* "a16": products use Q in bf16 */
-  MLAJIT_Q_MODE_FP8 = 1   /* "a8": Q quantised per tensor to fp8 (scale = amax/448) */
+  /* "a8": Q quantised per tensor to fp8 (scale = amax/448). The amax is a
+     kernel of its own on every call: a8 pays off on compute-bound calls
+     (q_len > 1 over long KV, about 14 % faster on an H100) and costs small
+     calls 2.5-5 us (tools/bench/RESULTS.md, v73). */
+  MLAJIT_Q_MODE_FP8 = 1
 } mlajit_q_mode_t;
 
 typedef enum mlajit_log_level {
