@@ -44,6 +44,11 @@ bool HasTensorCorePath(const std::string& arch) {
   return std::atoi(arch.c_str() + 3) >= 80;
 }
 
+bool Fp8RowsMayTakeNarrowTiles(const std::string& arch, KvFormat kv_format, int rows_per_sequence) {
+  return arch == "sm_90a" && kv_format == KvFormat::kFp8E4m3 && rows_per_sequence > 32 &&
+         rows_per_sequence <= 128;
+}
+
 bool RunsWgmmaPath(const std::string& arch, KvFormat kv_format, int block_m, int block_n,
                    int num_warps) {
   return arch == "sm_90a" &&
@@ -107,7 +112,7 @@ TileShape ChooseTiles(const std::string& arch, int rows_per_sequence, KvFormat k
   const bool fp8_tall_rows =
       arch == "sm_90a" && kv_format == KvFormat::kFp8E4m3 && rows_per_sequence > 32;
   const bool fp8_narrow_rows =
-      fp8_tall_rows && rows_per_sequence <= kFp8NarrowRowsMax && SmallBatchPerSm(work, 8);
+      Fp8RowsMayTakeNarrowTiles(arch, kv_format, rows_per_sequence) && SmallBatchPerSm(work, 8);
   if (fp8_tall_rows && !fp8_narrow_rows) {
     // fp8 with tiles of 64 query rows (mla_decode_wgmma_rows_ws.cuh): a
     // scorer warpgroup and two accumulating ones, one CTA per SM, three

@@ -21,9 +21,10 @@ namespace mlajit::plan {
 // many KV tokens is split.
 inline constexpr int kMaxSplitCost = 65536;
 
-// On sm_90a, fp8 sequences of more than 32 and at most this many rows take
-// the swap-AB path's 16-row tiles when the batch is small (ChooseTiles).
-inline constexpr int kFp8NarrowRowsMax = 128;
+// Whether sequences of this many rows may take the swap-AB path's 16-row
+// tiles although they are taller than 32 rows: fp8 on sm_90a, 33 to 128 rows.
+// ChooseTiles takes them for small batches; the tuner keeps them as candidates.
+bool Fp8RowsMayTakeNarrowTiles(const std::string& arch, KvFormat kv_format, int rows_per_sequence);
 
 struct TileShape {
   int block_m = 16;

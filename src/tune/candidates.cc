@@ -72,8 +72,7 @@ std::vector<plan::TileShape> Candidates(const std::string& arch, int rows, KvFor
   // left out (each row tile reads the sequence's KV again), except fp8's
   // 16-row swap-AB tiles, which small batches of up to 128 rows run faster
   // than 64-row ones (RESULTS.md v72).
-  const bool fp8_narrow = arch == "sm_90a" && kv_format == KvFormat::kFp8E4m3 && rows > 32 &&
-                          rows <= plan::kFp8NarrowRowsMax;
+  const bool fp8_narrow = plan::Fp8RowsMayTakeNarrowTiles(arch, kv_format, rows);
   auto add_tiles = [&](const Tiles& s) {
     const bool narrow_ok = fp8_narrow && s.m == 16;
     if (s.m > tallest || (2 * s.m < tallest && !narrow_ok)) return;
