@@ -255,44 +255,6 @@ MLA_INLINE void CombineItems(const MlaDecodeParams& p) {
   }
 }
 
-// amax |q| over the whole tensor into *q_amax (zeroed by the host beforehand).
-// Non-negative floats order like their bit patterns, so an unsigned atomicMax
-// merges the block results.
-MLA_INLINE void QAmax(const MlaDecodeParams& p) {
-  __shared__ float red[NUM_THREADS];
-  const u16* q = static_cast<const u16*>(p.q);
-  float m = 0.0f;
-  const long long elements =
-      p.plan_counters != 0
-          ? static_cast<long long>(p.plan_counters[MLA_PLAN_TOTAL_Q]) * NUM_HEADS * HEAD_DIM_QK
-          : p.q_elements;
-  // 16-byte loads (q is 16-byte aligned and a row has 576 elements, so the
-  // count is a multiple of 8).
-  const uint4* q8 = reinterpret_cast<const uint4*>(q);
-  const long long stride = static_cast<long long>(gridDim.x) * NUM_THREADS;
-  for (long long i = static_cast<long long>(blockIdx.x) * NUM_THREADS + threadIdx.x;
-       i < elements / 8; i += stride) {
-    const uint4 v = q8[i];
-    const u32 w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      m = fmaxf(m, fmaxf(fabsf(Bf16ToFloat(w[j] & 0xffffu)), fabsf(Bf16ToFloat(w[j] >> 16))));
-    }
-  }
-  red[threadIdx.x] = m;
-  __syncthreads();
-  // Halving with the odd one out kept: block sizes need not be powers of two
-  // (12 warps, mla_decode.cu.in).
-  for (int n = NUM_THREADS; n > 1; n = (n + 1) / 2) {
-    const int half = (n + 1) / 2;
-    if (static_cast<int>(threadIdx.x) < n - half)
-      red[threadIdx.x] = fmaxf(red[threadIdx.x], red[threadIdx.x + half]);
-    __syncthreads();
-  }
-  if (threadIdx.x == 0)
-    atomicMax(reinterpret_cast<unsigned int*>(const_cast<float*>(p.q_amax)), __float_as_uint(red[0]));
-}
-
 }  // namespace mla_combine
 
 #endif  // MLAJIT_KERNEL_TEMPLATES_MLA_COMBINE_CUH_

@@ -229,8 +229,26 @@ MLA_INLINE int VisibleKv(const MlaSeqInfo& s, int row) {
   return v < 0 ? 0 : (v > s.kv_len ? s.kv_len : v);
 }
 
-// The per-tensor a8 scale of Q (amax / 448; 1 when q is all zeros).
-MLA_INLINE float QScaleFromAmax(float amax) { return amax > 0.0f ? amax / FP8_MAX : 1.0f; }
+// a8: the scale of one query row (token and head), from the largest |q| of
+// its 576 values (NaN values do not count): the smallest power of two 2^e
+// with amax <= 448 * 2^e (e at least -126), 1 for a row of zeros. Each row's
+// codes are its values divided by its scale, so no pass over the whole tensor
+// precedes the decode. A power of two keeps code times scale exact in bf16
+// and f16 (the mma.sync path stores Q so) and division by it exact; the
+// largest value lands in (224, 448], as amax / 448 would put it on 448: fp8
+// keeps its relative precision, only the subnormal range starts a binade
+// higher. (An infinite value makes the scale infinite and the row's scores
+// NaN, as it makes them in a16.) src/reference/mla_reference.cc: the same.
+MLA_INLINE float QScaleFromAmax(float amax) {
+  if (!(amax > 0.0f)) return 1.0f;
+  const u32 bits = __float_as_uint(amax);
+  const int biased = static_cast<int>(bits >> 23);  // amax >= 0: no sign bit
+  if (biased == 0xff) return amax;                  // infinite
+  // 448 = 1.75 * 2^8: amax = m * 2^E needs 2^(E - 8) when m <= 1.75, else 2^(E - 7).
+  int e = biased - 127 - 8 + ((bits & 0x7fffffu) > 0x600000u ? 1 : 0);
+  e = e < -126 ? -126 : e;
+  return __uint_as_float(static_cast<u32>(e + 127) << 23);
+}
 
 // Q element as the products see it: bf16, or (a8) the fp8 code's value.
 // (a division, not a reciprocal multiply, to round exactly as the reference does)

@@ -131,9 +131,9 @@ MLA_INLINE void Fp8x4ToF16x4(u32 four, u32& lo, u32& hi) {
 constexpr int P_STRIDE = BLOCK_N + 8;  // padded: conflict-free ldmatrix of P
 // The score area of MlaMmaSmemBytes (BLOCK_M * S_STRIDE floats) holds P in the
 // operand type plus two [BLOCK_M][COL_SPLITS] float arrays for the cross-warp
-// row max and row sum.
-static_assert(BLOCK_M * P_STRIDE * 2 + 2 * BLOCK_M * COL_SPLITS * 4 <= BLOCK_M * S_STRIDE * 4,
-              "P and the row reductions fit the score area");
+// row max and row sum, and a8's BLOCK_M row scales.
+static_assert(BLOCK_M * P_STRIDE * 2 + (2 * COL_SPLITS + 1) * BLOCK_M * 4 <= BLOCK_M * S_STRIDE * 4,
+              "P, the row reductions and the row scales fit the score area");
 
 struct Smem {
   u16* q;       // [BLOCK_M][STRIDE]
@@ -142,6 +142,7 @@ struct Smem {
   u16* p;       // [BLOCK_M][P_STRIDE]  probabilities, operand type
   float* rmax;  // [BLOCK_M][COL_SPLITS] each warp's row max over its tokens
   float* rsum;  // [BLOCK_M][COL_SPLITS] each warp's row sum (end of item)
+  float* qs;    // a8: [BLOCK_M] each query row's scale (QScaleFromAmax), by LoadQTile
 };
 
 MLA_INLINE Smem CarveSmem(u8* base) {
@@ -152,15 +153,45 @@ MLA_INLINE Smem CarveSmem(u8* base) {
   m.p = reinterpret_cast<u16*>(m.raw + (DIRECT_BF16 ? 0 : STAGES * BLOCK_N * RAW_STRIDE));
   m.rmax = reinterpret_cast<float*>(m.p + BLOCK_M * P_STRIDE);
   m.rsum = m.rmax + BLOCK_M * COL_SPLITS;
+  m.qs = m.rsum + BLOCK_M * COL_SPLITS;
   return m;
 }
 
-// Q rows of the tile -> shared bf16 (a8: quantised to fp8 values); rows past the
-// sequence are zero.
+// Q rows of the tile -> shared bf16; rows past the sequence are zero. bf16 by
+// cp.async. a8: each row's scale first (a warp per row: one warp reduction,
+// into Smem::qs), then each value as its fp8 code's value times the row's
+// scale, exact in bf16 as the scale is a power of two (QScaleFromAmax), so
+// that the scores need no factor per row. (A factor per row in the scores
+// spilled sm_89's 16-row kernels, which hold Q's fragments in registers.)
 MLA_INLINE void LoadQTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int row_start,
-                          const Smem& sm, float q_scale) {
+                          const Smem& sm) {
   const int rows_total = s.q_len * NUM_HEADS;
   const u16* q = static_cast<const u16*>(p.q);
+  if (Q_MODE == Q_MODE_FP8) {
+    // The rows' scales first (a warp per row), then their codes.
+    constexpr int CHUNKS = HEAD_DIM_QK / 8;  // 16-byte chunks a row: 72
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    for (int r = warp; r < BLOCK_M; r += MMA_WARPS) {
+      const int row = row_start + r;
+      float amax = 0.0f;  // (fmaxf drops NaN, as the other paths' max does)
+      if (row < rows_total) {
+        const u16* src = q + (static_cast<long long>(s.qo_start) * NUM_HEADS + row) * HEAD_DIM_QK;
+        for (int c = lane; c < CHUNKS; c += 32) {
+          const uint4 v = *reinterpret_cast<const uint4*>(src + c * 8);
+          const u32 w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            amax = fmaxf(amax,
+                         fmaxf(fabsf(Bf16ToFloat(w[i] & 0xffffu)), fabsf(Bf16ToFloat(w[i] >> 16))));
+          }
+        }
+      }
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+      if (lane == 0) sm.qs[r] = QScaleFromAmax(amax);
+    }
+    __syncthreads();
+  }
   for (int idx = threadIdx.x; idx < BLOCK_M * (HEAD_DIM_QK / 8); idx += NUM_THREADS) {
     const int r = idx / (HEAD_DIM_QK / 8), chunk = idx % (HEAD_DIM_QK / 8);
     const int row = row_start + r;
@@ -172,12 +203,13 @@ MLA_INLINE void LoadQTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int row
     if (Q_MODE == Q_MODE_BF16) {
       CpAsync16(dst, valid ? src : q, valid);
     } else {
+      const float q_scale = sm.qs[r];
       uint4 v = valid ? *reinterpret_cast<const uint4*>(src) : make_uint4(0, 0, 0, 0);
       u32 w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        const float lo = QuantiseQ<Q_MODE>(Bf16ToFloat(w[i] & 0xffffu), q_scale);
-        const float hi = QuantiseQ<Q_MODE>(Bf16ToFloat(w[i] >> 16), q_scale);
+        const float lo = QuantiseQ<Q_MODE>(Bf16ToFloat(w[i] & 0xffffu), q_scale) * q_scale;
+        const float hi = QuantiseQ<Q_MODE>(Bf16ToFloat(w[i] >> 16), q_scale) * q_scale;
         w[i] = PackBf16x2(lo, hi);
       }
       *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
@@ -513,7 +545,8 @@ MLA_INLINE float QuadSum(float v) {
 
 // f16 path: scale the tile's bf16 Q by 2^e so that its largest magnitude lands
 // in [2^13, 2^14) and rewrite it as f16 in place (power-of-two scaling and
-// bf16 -> f16 are exact for everything above amax * 2^-27). Returns 2^-e, the
+// bf16 -> f16 are exact for everything above amax * 2^-27; a8's values, four
+// significant bits each, from 448 times the largest row scale times 2^-33). Returns 2^-e, the
 // factor that undoes the scaling in the scores. Block-wide; ends with a barrier.
 MLA_INLINE float ConvertQTileToF16(const Smem& sm, float* red) {
   constexpr int PAIRS = BLOCK_M * (HEAD_DIM_QK / 2);
@@ -532,10 +565,15 @@ MLA_INLINE float ConvertQTileToF16(const Smem& sm, float* red) {
     if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = amax;
     __syncthreads();
     for (int w = 0; w < MMA_WARPS; ++w) amax = fmaxf(amax, red[w]);
+  } else {
+    // a8: no value exceeds 448 times its row's scale (LoadQTile's, in place
+    // since the tile loop's first barrier), which bounds the tile's largest
+    // to within a factor of two without another pass over Q.
+    for (int r = 0; r < BLOCK_M; ++r) amax = fmaxf(amax, sm.qs[r]);
+    amax *= FP8_MAX;
   }
-  // a8: Q already holds fp8 values (|q| <= 448): f16 as is.
   int e = 0;
-  if (amax > 0.0f && Q_MODE == Q_MODE_BF16) {
+  if (amax > 0.0f) {
     const int amax_exp = static_cast<int>((__float_as_uint(amax) >> 23) & 0xffu) - 127;
     e = min(max(13 - amax_exp, -126), 126);
   }
@@ -549,8 +587,7 @@ MLA_INLINE float ConvertQTileToF16(const Smem& sm, float* red) {
   return __uint_as_float(static_cast<u32>(127 - e) << 23);
 }
 
-MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, const Smem& sm,
-                            float q_scale) {
+MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, const Smem& sm) {
   const MlaSeqInfo s = LoadSeq(p, item);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = warp / COL_SPLITS, c = warp % COL_SPLITS;
@@ -566,7 +603,6 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
 
   float score_scale = p.sm_scale * LOG2E;  // scores in the log2 domain
   if (KV_FORMAT == KV_FORMAT_FP8) score_scale *= p.kv_scale;
-  if (Q_MODE == Q_MODE_FP8) score_scale *= q_scale;
 
   float m0 = NegInf(), m1 = NegInf(), l0 = 0.0f, l1 = 0.0f;
   u32 qf[Q_IN_REGS ? K_STEPS : 1][4];  // Q fragments (Q_IN_REGS)
@@ -581,7 +617,7 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
 
   __syncthreads();  // the previous item is done with shared memory
   if (num_tiles > 0) {
-    LoadQTile(p, s, item.row_start, sm, q_scale);
+    LoadQTile(p, s, item.row_start, sm);
     // Prologue: STAGES - 1 tiles in flight; one commit group per tile (empty
     // groups past the end keep the wait counts uniform).
 #pragma unroll
@@ -813,9 +849,8 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
 MLA_INLINE void DecodeCta(const MlaDecodeParams& p) {
   extern __shared__ __align__(16) u8 mla_smem[];
   const Smem sm = CarveSmem(mla_smem);
-  const float q_scale = Q_MODE == Q_MODE_FP8 ? QScaleFromAmax(*p.q_amax) : 1.0f;
   const int begin = p.work_indptr[blockIdx.x], end = p.work_indptr[blockIdx.x + 1];
-  for (int w = begin; w < end; ++w) ProcessItem(p, p.work[w], sm, q_scale);
+  for (int w = begin; w < end; ++w) ProcessItem(p, p.work[w], sm);
 }
 
 }  // namespace mla_mma

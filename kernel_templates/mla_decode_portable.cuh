@@ -21,7 +21,7 @@ constexpr int TOKEN_BYTES = KvTokenBytes<KV_FORMAT>::value;
 static_assert(HEAD_DIM_V % NUM_THREADS == 0 && NUM_THREADS % TILE == 0, "block shape");
 
 MLA_INLINE void ProcessRow(const MlaDecodeParams& p, const MlaWorkItem& item, const MlaSeqInfo& s,
-                           int r, float* sq, float* ss, float* sred, float q_scale) {
+                           int r, float* sq, float* ss, float* sred) {
   const int tid = threadIdx.x;
   const int row = item.row_start + r;
   const int rows_total = s.q_len * NUM_HEADS;
@@ -32,9 +32,20 @@ MLA_INLINE void ProcessRow(const MlaDecodeParams& p, const MlaWorkItem& item, co
 
   float score_scale = p.sm_scale * LOG2E;
   if (KV_FORMAT == KV_FORMAT_FP8) score_scale *= p.kv_scale;
-  if (Q_MODE == Q_MODE_FP8) score_scale *= q_scale;
 
   const u16* q = static_cast<const u16*>(p.q) + qrow * HEAD_DIM_QK;
+  float q_scale = 1.0f;  // a8: the row's own scale
+  if (Q_MODE == Q_MODE_FP8) {
+    float amax = 0.0f;  // (fmaxf drops NaN)
+    for (int d = tid; d < HEAD_DIM_QK; d += NUM_THREADS)
+      amax = fmaxf(amax, fabsf(Bf16ToFloat(q[d])));
+    sred[tid] = amax;
+    __syncthreads();
+    for (int k = 0; k < NUM_THREADS; ++k) amax = fmaxf(amax, sred[k]);
+    __syncthreads();  // sred is rewritten by the scores
+    q_scale = QScaleFromAmax(amax);
+    score_scale *= q_scale;
+  }
   for (int d = tid; d < HEAD_DIM_QK; d += NUM_THREADS)
     sq[d] = QuantiseQ<Q_MODE>(Bf16ToFloat(q[d]), q_scale);
   __syncthreads();
@@ -102,14 +113,13 @@ MLA_INLINE void DecodeCta(const MlaDecodeParams& p) {
   float* sq = mla_portable_smem;      // [576]
   float* ss = sq + HEAD_DIM_QK;       // [TILE]
   float* sred = ss + TILE;            // [NUM_THREADS]
-  const float q_scale = Q_MODE == Q_MODE_FP8 ? QScaleFromAmax(*p.q_amax) : 1.0f;
   const int begin = p.work_indptr[blockIdx.x], end = p.work_indptr[blockIdx.x + 1];
   for (int w = begin; w < end; ++w) {
     const MlaWorkItem item = p.work[w];
     const MlaSeqInfo s = LoadSeq(p, item);
     const int rows = min(BLOCK_M, s.q_len * NUM_HEADS - item.row_start);
     for (int r = 0; r < rows; ++r) {
-      ProcessRow(p, item, s, r, sq, ss, sred, q_scale);
+      ProcessRow(p, item, s, r, sq, ss, sred);
       __syncthreads();  // sq is reloaded for the next row
     }
   }

@@ -72,8 +72,8 @@ MLA_INLINE void ItemStamp(const int (&stamps)[2], int event) {
 // fp8 tiles by tensor copies: bit b of `tma_phase` is the parity of stage
 // b's next barrier phase (counted over the CTA's work items).
 MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, const MlaSeqInfo& s,
-                            const Smem& sm, float q_scale, const MlaWorkItem& next,
-                            MlaSeqInfo& next_seq, int& g, u32& tma_phase, int (&stamps)[2]) {
+                            const Smem& sm, const MlaWorkItem& next, MlaSeqInfo& next_seq, int& g,
+                            u32& tma_phase, int (&stamps)[2]) {
   ItemStamp(stamps, mla_timeline::kSwItemStart);
   // This warpgroup's rows of the item: [row_start, row_start + N).
   const unsigned tid = GroupTid();
@@ -95,7 +95,6 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
 
   float score_scale = p.sm_scale * LOG2E;
   if (FP8) score_scale *= p.kv_scale;
-  if (Q_MODE == Q_MODE_FP8) score_scale *= q_scale;
   // MXFP4: O holds its values times 2^-frame, frame the shift of the last
   // tile (Smem::mx_shift), so that P V can take the tile's e4m3 codes as they
   // are; O is rescaled in fp32 when the shift moves.
@@ -135,7 +134,7 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
       CpAsyncCommit();
     }
     if (!Q_FIRST) q_rows = LoadQRows(p, s, row_start);
-    score_scale *= StoreQ(q_rows, sm, q_scale);
+    score_scale *= StoreQ(q_rows, sm);
   }
   next_seq = LoadSeq(p, next);
   ItemStamp(stamps, mla_timeline::kSwQLoaded);
@@ -253,8 +252,13 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
       const int j = c / 2, e = c % 2;
       float& s0 = sacc[4 * j + e];
       float& s1 = sacc[4 * j + 2 + e];
-      s0 = j0 < lim[c] ? s0 * tile_scale : NegInf();
-      s1 = j0 + 8 < lim[c] ? s1 * tile_scale : NegInf();
+      // a8: times the row's own scale (Smem::qs, stored with Q before the
+      // tile loop's first barrier; read per tile, as registers held across
+      // the loop spilled the 32-row kernels).
+      const float row_tile_scale =
+          Q_MODE == Q_MODE_FP8 ? tile_scale * sm.qs[8 * j + 2 * quad + e] : tile_scale;
+      s0 = j0 < lim[c] ? s0 * row_tile_scale : NegInf();
+      s1 = j0 + 8 < lim[c] ? s1 * row_tile_scale : NegInf();
       if (DEFERRED_MAX) {
         over |= fmaxf(s0, s1) > m[c] + HEADROOM;  // m = -inf: any visible score
         const float base = m[c] == NegInf() ? 0.0f : m[c];
@@ -479,14 +483,13 @@ MLA_INLINE void DecodeCta(const MlaDecodeParams& p) {
     }
     // (the first item's barrier orders the initialisation before any use)
   }
-  const float q_scale = Q_MODE == Q_MODE_FP8 ? QScaleFromAmax(*p.q_amax) : 1.0f;
   int g = 0;
   u32 tma_phase = 0;
   int stamps[2] = {0, 0};
   ForEachWorkItem(p, [&](const MlaWorkItem& item, const MlaSeqInfo& seq, const MlaWorkItem& next,
                          MlaSeqInfo& next_seq) {
     mla_timeline::GridItemStart(stamps[1], RangeOf(item, seq, BLOCK_M).num_tiles);
-    ProcessItem(p, item, seq, sm, q_scale, next, next_seq, g, tma_phase, stamps);
+    ProcessItem(p, item, seq, sm, next, next_seq, g, tma_phase, stamps);
     mla_timeline::GridItemEnd(stamps[1] - 1);  // (ProcessItem counted it)
   });
   mla_timeline::EndLaunch(0);

@@ -103,8 +103,8 @@ constexpr int RAW_BYTES = (HEAD_DIM_QK + 127) / 128 * BLOCK_BYTES;  // 40960
 constexpr int V_BYTES = HEAD_DIM_V / 64 * BLOCK_BYTES;              // 65536
 constexpr int Q8_BYTES = HEAD_DIM_QK / 16 * CHUNK_BYTES;            // 36864
 constexpr int K8_STEPS = HEAD_DIM_QK / 32;                          // 18
-static_assert(!FP8_S || 2 * RAW_BYTES + V_BYTES + Q8_BYTES + TILE * ROWS * 2 + 2 * ROWS * 4 <=
-                            (1 + STAGES) * OPERAND_BYTES + TILE * ROWS * 2 + 2 * ROWS * 4,
+static_assert(!FP8_S || 2 * RAW_BYTES + V_BYTES + Q8_BYTES + TILE * ROWS * 2 + 3 * ROWS * 4 <=
+                            (1 + STAGES) * OPERAND_BYTES + TILE * ROWS * 2 + 3 * ROWS * 4,
               "the a8 layout fits the 64-row path's shared memory");
 
 struct Smem {
@@ -114,6 +114,7 @@ struct Smem {
   u8* p;         // P operand (64 x 64)
   float* alpha;  // [64] rescale of the rows' running O for the current tile
   float* red;    // [64] row sums at the end; [8] per-warp amax of Q
+  float* qs;     // a8: [64] each query row's scale (QScaleFromAmax), by LoadQ
 };
 
 MLA_INLINE Smem CarveSmem(u8* base) {
@@ -131,6 +132,7 @@ MLA_INLINE Smem CarveSmem(u8* base) {
   }
   m.alpha = reinterpret_cast<float*>(m.p + TILE * ROWS * 2);
   m.red = m.alpha + ROWS;
+  m.qs = m.red + ROWS;
   return m;
 }
 
@@ -318,22 +320,29 @@ MLA_INLINE void ConvertV(const u8* raw, u8* v) {
   }
 }
 
-// a8: two Q values -> their e4m3 codes (divided by q_scale, rounded to nearest
-// even, saturated), low byte first: the same rounding as QuantiseQPair.
+// a8: two Q values -> their e4m3 codes (divided by the row's scale, rounded
+// to nearest even, saturated), low byte first: the same rounding as
+// QuantiseQPair.
 MLA_INLINE u32 QCodes(float lo, float hi, float q_scale) {
   return mla_wgmma::E4m3x2(lo / q_scale, hi / q_scale);
 }
 
 // Q rows [row_start, row_start + 64) -> the Q operand, as f16 scaled by a
 // power of two (fp8 KV, like the swap-AB path's LoadQ) or as bf16; a8 rounds
-// to the fp8 grid first. Returns the factor that undoes the scaling in the
-// scores. Thread (row tid / 4, chunks tid % 4 + 4 i): all 18 loads in flight.
-MLA_INLINE float LoadQ(const MlaDecodeParams& p, const MlaSeqInfo& s, int row_start, const Smem& sm,
-                       float q_scale) {
+// to the fp8 grid first, each row by its own scale (into Smem::qs). Returns
+// the factor that undoes the power-of-two scaling in the scores. Thread (row
+// tid / 4, chunks tid % 4 + 4 i): all 18 loads in flight.
+MLA_INLINE float LoadQ(const MlaDecodeParams& p, const MlaSeqInfo& s, int row_start,
+                       const Smem& sm) {
   constexpr int PASSES = mla_wgmma::ROWS_Q_PASSES;
   const int row = threadIdx.x >> 2, sub = threadIdx.x & 3;
   uint4 v[PASSES];
   mla_wgmma::LoadQRowChunks(p, s, row_start, row, sub, v);
+  float q_scale = 1.0f;
+  if (Q_MODE == Q_MODE_FP8) {
+    q_scale = mla_wgmma::QuadQRowScale(v);
+    if (sub == 0) sm.qs[row] = q_scale;
+  }
   constexpr bool RESCALE = FP8 && Q_MODE == Q_MODE_BF16;
   float up = 1.0f, back = 1.0f;
   if (RESCALE) {
@@ -396,8 +405,8 @@ MLA_INLINE void TwoStageStamp(int wg, int tile, int event) {
 // (h = 1), columns 8 j + 2 quad + e, in register 4 j + 2 h + e.
 // `stamp0`: the CTA's two-stage tiles before this item (the timeline's count).
 MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, const MlaSeqInfo& s,
-                            const Smem& sm, float q_scale, const MlaWorkItem& next,
-                            MlaSeqInfo& next_seq, int stamp0) {
+                            const Smem& sm, const MlaWorkItem& next, MlaSeqInfo& next_seq,
+                            int stamp0) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int wg = warp >> 2, r = lane >> 2, quad = lane & 3;
   const int row0 = 16 * (warp & 3) + r;  // this thread's rows: row0, row0 + 8
@@ -410,9 +419,9 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
   for (int h = 0; h < 2; ++h) {
     lim[h] = min(kv_hi, VisibleKv<NUM_HEADS, CAUSAL>(s, item.row_start + row0 + 8 * h));
   }
-  float score_scale = p.sm_scale * LOG2E;
-  if (FP8) score_scale *= p.kv_scale;
-  if (Q_MODE == Q_MODE_FP8) score_scale *= q_scale;
+  // Per row: a8 multiplies in each row's own scale once Q is stored.
+  float score_scale[2];
+  score_scale[0] = score_scale[1] = p.sm_scale * LOG2E * (FP8 ? p.kv_scale : 1.0f);
 
   float m[2] = {NegInf(), NegInf()}, l[2] = {0.0f, 0.0f};
   float o[128];
@@ -442,7 +451,9 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
         mla_wgmma::CpAsyncCommit();
       }
     }
-    score_scale *= LoadQ(p, s, item.row_start, sm, q_scale);
+    const float back = LoadQ(p, s, item.row_start, sm);
+    score_scale[0] *= back;
+    score_scale[1] *= back;
   }
   next_seq = LoadSeq(p, next);
   const Desc q_desc = KMajor(sm.q), p_desc = KMajor(sm.p);
@@ -455,6 +466,10 @@ MLA_INLINE void ProcessItem(const MlaDecodeParams& p, const MlaWorkItem& item, c
     FenceProxyAsync();  // Q, operand tile t (cp.async or converted) -> wgmma reads
     __syncthreads();    // (1) tile t is complete; everyone is done with tile t - 1
     TwoStageStamp(wg, stamp0 + t, mla_timeline::kTsSynced);
+    if (Q_MODE == Q_MODE_FP8 && t == 0) {  // LoadQ's row scales: past the barrier
+      score_scale[0] *= sm.qs[row0];
+      score_scale[1] *= sm.qs[row0 + 8];
+    }
     if (!FP8) {
       if (t + STAGES - 1 < num_tiles) {
         IssueTile(p, s, kv_lo + (t + STAGES - 1) * TILE, kv_hi, (t + STAGES - 1) % STAGES, sm);
@@ -626,7 +641,6 @@ MLA_INLINE void DecodeCta(const MlaDecodeParams& p) {
   // (at multiples of 73728 from the base) need a 1024-byte aligned base.
   extern __shared__ __align__(1024) u8 mla_smem[];
   const Smem sm = CarveSmem(mla_smem);
-  const float q_scale = Q_MODE == Q_MODE_FP8 ? QScaleFromAmax(*p.q_amax) : 1.0f;
   mla_timeline::BeginLaunch();  // (the first item starts with a barrier)
   int seesaw_pairs = 0;         // the timeline's count of the seesaw's pairs,
   int two_stage_tiles = 0;      // of the two-stage schedule's tiles
@@ -639,10 +653,10 @@ MLA_INLINE void DecodeCta(const MlaDecodeParams& p) {
     mla_timeline::GridItemStart(items, num_tiles);
     mla_timeline::Stamp(mla_timeline::ROWS_ITEM_ROLE, 0, items, mla_timeline::kRiStart);
     if (SEESAW && num_tiles >= SEESAW_MIN_TILES) {
-      ProcessItemSeesaw(p, item, seq, sm, q_scale, next, next_seq, seesaw_pairs);
+      ProcessItemSeesaw(p, item, seq, sm, next, next_seq, seesaw_pairs);
       seesaw_pairs += (num_tiles + 1) / 2;
     } else {
-      ProcessItem(p, item, seq, sm, q_scale, next, next_seq, two_stage_tiles);
+      ProcessItem(p, item, seq, sm, next, next_seq, two_stage_tiles);
       two_stage_tiles += num_tiles;
     }
     mla_timeline::Stamp(mla_timeline::ROWS_ITEM_ROLE, 0, items, mla_timeline::kRiEnd);

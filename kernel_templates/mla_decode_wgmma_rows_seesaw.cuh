@@ -192,8 +192,9 @@ MLA_INLINE void ScoreSeesaw(float (&sc)[32], Desc q_desc, const u8* tile, u64* f
   Commit();
 }
 
-// The tile's largest score of each of this thread's rows, scaled (log2 units).
-MLA_INLINE void TileMax(const float (&sc)[32], float score_scale, float (&mx)[2]) {
+// The tile's largest score of each of this thread's rows, scaled (log2 units;
+// score_scale[h] is row h's scale, positive).
+MLA_INLINE void TileMax(const float (&sc)[32], const float (&score_scale)[2], float (&mx)[2]) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     float x = NegInf();
@@ -201,7 +202,7 @@ MLA_INLINE void TileMax(const float (&sc)[32], float score_scale, float (&mx)[2]
     for (int j = 0; j < 8; ++j) x = fmaxf(x, fmaxf(sc[4 * j + 2 * h], sc[4 * j + 2 * h + 1]));
     x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
     x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
-    mx[h] = x * score_scale;
+    mx[h] = x * score_scale[h];
   }
 }
 
@@ -241,8 +242,9 @@ MLA_INLINE void AdoptMax(float (&m)[2], const float* in, int row0, float (&a)[2]
 // four k16 steps of P V (frag[j / 2][2 (j % 2) + h] holds row h, columns
 // 8 j + 2 quad, + 1), the same values into the chunked P operand at `p`, and
 // this thread's part of the rows' sums.
-MLA_INLINE void SoftmaxSeesaw(const float (&sc)[32], float score_scale, const float (&base)[2],
-                              u32 (&frag)[4][4], u8* p, int row0, int quad, float (&sum)[2]) {
+MLA_INLINE void SoftmaxSeesaw(const float (&sc)[32], const float (&score_scale)[2],
+                              const float (&base)[2], u32 (&frag)[4][4], u8* p, int row0, int quad,
+                              float (&sum)[2]) {
   if (MLA_ABLATE_MATH) {
     sum[0] = sum[1] = 0.0f;
 #pragma unroll
@@ -258,8 +260,8 @@ MLA_INLINE void SoftmaxSeesaw(const float (&sc)[32], float score_scale, const fl
     u8* prow = p + (row0 + 8 * h) * 16 + quad * 4;
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
-      const float p0 = Exp2(fmaf(sc[4 * j + 2 * h], score_scale, -base[h]));
-      const float p1 = Exp2(fmaf(sc[4 * j + 2 * h + 1], score_scale, -base[h]));
+      const float p0 = Exp2(fmaf(sc[4 * j + 2 * h], score_scale[h], -base[h]));
+      const float p1 = Exp2(fmaf(sc[4 * j + 2 * h + 1], score_scale[h], -base[h]));
       sum[h] += p0 + p1;
       const u32 w = PackBf16x2(p0, p1);
       frag[j / 2][2 * (j % 2) + h] = w;
@@ -317,8 +319,8 @@ MLA_INLINE void PvOther(float (&o)[128], const u8* tile, int wg) {
 
 // g0: the CTA's seesaw pairs before this item (the timeline's count).
 MLA_INLINE void ProcessItemSeesaw(const MlaDecodeParams& p, const MlaWorkItem& item,
-                                  const MlaSeqInfo& s, const Smem& sm, float q_scale,
-                                  const MlaWorkItem& next, MlaSeqInfo& next_seq, int g0) {
+                                  const MlaSeqInfo& s, const Smem& sm, const MlaWorkItem& next,
+                                  MlaSeqInfo& next_seq, int g0) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int wg = warp >> 2, r = lane >> 2, quad = lane & 3;
   const int row0 = 16 * (warp & 3) + r;  // this thread's rows: row0, row0 + 8
@@ -331,8 +333,9 @@ MLA_INLINE void ProcessItemSeesaw(const MlaDecodeParams& p, const MlaWorkItem& i
   for (int h = 0; h < 2; ++h) {
     lim[h] = min(kv_hi, VisibleKv<NUM_HEADS, CAUSAL>(s, item.row_start + row0 + 8 * h));
   }
-  float score_scale = p.sm_scale * LOG2E;
-  if (Q_MODE == Q_MODE_FP8) score_scale *= q_scale;
+  // Per row: a8 multiplies in each row's own scale once Q is stored.
+  float score_scale[2];
+  score_scale[0] = score_scale[1] = p.sm_scale * LOG2E;
 
   float m[2] = {NegInf(), NegInf()}, l[2] = {0.0f, 0.0f};
   float o[128];
@@ -353,10 +356,18 @@ MLA_INLINE void ProcessItemSeesaw(const MlaDecodeParams& p, const MlaWorkItem& i
   }
   __syncthreads();
   if (num_tiles > 0) CopySeesawBlocks(p, s, kv_lo, kv_hi, sm, wg, 0, ss.full + wg);
-  if (num_tiles > 0) score_scale *= LoadQ(p, s, item.row_start, sm, q_scale);
+  if (num_tiles > 0) {
+    const float back = LoadQ(p, s, item.row_start, sm);
+    score_scale[0] *= back;
+    score_scale[1] *= back;
+  }
   next_seq = LoadSeq(p, next);
   FenceProxyAsync();  // Q -> wgmma reads
   __syncthreads();
+  if (Q_MODE == Q_MODE_FP8) {  // LoadQ's row scales, past the barrier
+    score_scale[0] *= sm.qs[row0];
+    score_scale[1] *= sm.qs[row0 + 8];
+  }
   if (wg == 1 && num_tiles > 1) {
     // Tile 1 (both halves) once tile 0 is in: when every CTA starts at once,
     // asking for both tiles together delays the first (RESULTS.md v41).

@@ -104,6 +104,8 @@ static_assert(!ELIGIBLE || (STAGES >= 2 && STAGES * STAGE_BYTES + 2 * Q8_BYTES +
 struct Smem {
   u8* kv;        // STAGES tiles as stored (MlaWgmmaFp8Offset)
   u8* q;         // Q codes (MlaRowsQ8Offset); bf16 Q: the low term Q8_BYTES on
+  float* qs;     // a8: [64] each query row's scale (QScaleFromAmax), where bf16
+                 // Q keeps its low term
   u8* p;         // 2 x P (64 rows x 64 tokens f16, MlaRowsChunkedOffset)
   float* alpha;  // 2 x [64] rescale factors of the rows for a tile
   float* red;    // [64] row sums at the end of an item; first [8] amax of Q, [8] its scale
@@ -117,6 +119,7 @@ MLA_INLINE Smem CarveSmem(u8* base) {
   Smem m;
   m.kv = base;
   m.q = m.kv + STAGES * STAGE_BYTES;
+  m.qs = reinterpret_cast<float*>(m.q + Q8_BYTES);
   m.p = m.q + 2 * Q8_BYTES;
   m.alpha = reinterpret_cast<float*>(m.p + 2 * P_BYTES);
   m.red = m.alpha + 2 * ROWS;
@@ -202,13 +205,19 @@ MLA_INLINE void IssueTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int j0,
 // warpgroups (c = 0..255: row c / 4, its 16-byte chunks c % 4 + 4 i). bf16 Q
 // is scaled by a power of two and split into two e4m3 terms (as the swap-AB
 // path does: exact from 2^-13 of its largest magnitude up), a8 becomes its
-// codes. Returns the factor that undoes the scaling in the scores.
+// codes, each row divided by its own scale (into Smem::qs). Returns the
+// factor that undoes the power-of-two scaling in the scores.
 MLA_INLINE float LoadQ(const MlaDecodeParams& p, const MlaSeqInfo& s, int row_start, const Smem& sm,
-                       float q_scale, int c) {
+                       int c) {
   constexpr int PASSES = mla_wgmma::ROWS_Q_PASSES;
   const int row = c >> 2, sub = c & 3;
   uint4 v[PASSES];
   mla_wgmma::LoadQRowChunks(p, s, row_start, row, sub, v);
+  float q_scale = 1.0f;
+  if (!Q_SPLIT) {
+    q_scale = mla_wgmma::QuadQRowScale(v);
+    if (sub == 0) sm.qs[row] = q_scale;
+  }
   float up = 1.0f, back = 1.0f;
   if (Q_SPLIT) {
     float amax = mla_wgmma::WarpQAbsMax(v);
@@ -314,8 +323,8 @@ struct ScoreState {
 };
 
 MLA_INLINE void ScoreItem(const MlaDecodeParams& p, const MlaWorkItem& item, const MlaSeqInfo& s,
-                          const Smem& sm, float score_scale, const mla_wgmma::ItemRange& range,
-                          int g0, ScoreState& st) {
+                          const Smem& sm, const float (&score_scale)[2],
+                          const mla_wgmma::ItemRange& range, int g0, ScoreState& st) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int r = lane >> 2, quad = lane & 3;
   const int row0 = 16 * warp + r;  // this thread's rows: row0, row0 + 8
@@ -487,19 +496,25 @@ MLA_INLINE void AccumulateItem(const MlaDecodeParams& p, const MlaSeqInfo& s, co
 // (DecodeCta), so that ptxas gives each the registers its setmaxnreg sets.
 
 MLA_INLINE void ScorerItem(const MlaDecodeParams& p, const MlaWorkItem& item, const MlaSeqInfo& s,
-                           const Smem& sm, float q_scale, int g) {
+                           const Smem& sm, int g) {
   const mla_wgmma::ItemRange range = mla_wgmma::RangeOf(item, s, ROWS);
   const int rows_total = s.q_len * NUM_HEADS;
-  float score_scale = p.sm_scale * LOG2E * p.kv_scale;
-  if (Q_MODE == Q_MODE_FP8) score_scale *= q_scale;
-  __syncthreads();                                                   // (1)
-  __syncthreads();                                                   // (2)
-  if (range.num_tiles > 0) score_scale *= sm.red[ACC_THREADS / 32];  // Q's range scale
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int r = lane >> 2, quad = lane & 3;
+  float score_scale[2];  // of this thread's rows 16 warp + r + 8 h
+  score_scale[0] = score_scale[1] = p.sm_scale * LOG2E * p.kv_scale;
+  __syncthreads();  // (1)
+  __syncthreads();  // (2)
+  if (range.num_tiles > 0) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      // Q's range scale (bf16 Q) or the row's own scale (a8).
+      score_scale[h] *= Q_SPLIT ? sm.red[ACC_THREADS / 32] : sm.qs[16 * warp + r + 8 * h];
+    }
+  }
   ScoreState st;
   ScoreItem(p, item, s, sm, score_scale, range, g, st);
   // Row sums for the accumulators; the LSE.
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int r = lane >> 2, quad = lane & 3;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     float sum = st.l[h];
@@ -520,7 +535,7 @@ MLA_INLINE void ScorerItem(const MlaDecodeParams& p, const MlaWorkItem& item, co
 }
 
 MLA_INLINE void AccumulatorItem(const MlaDecodeParams& p, const MlaWorkItem& item,
-                                const MlaSeqInfo& s, const Smem& sm, float q_scale, int g) {
+                                const MlaSeqInfo& s, const Smem& sm, int g) {
   const mla_wgmma::ItemRange range = mla_wgmma::RangeOf(item, s, ROWS);
   const int n = range.num_tiles;
   const int rows_total = s.q_len * NUM_HEADS;
@@ -535,7 +550,7 @@ MLA_INLINE void AccumulatorItem(const MlaDecodeParams& p, const MlaWorkItem& ite
     }
   }
   if (n > 0) {
-    const float back = LoadQ(p, s, item.row_start, sm, q_scale, c);
+    const float back = LoadQ(p, s, item.row_start, sm, c);
     if (c == 0) sm.red[ACC_THREADS / 32] = back;
     FenceProxyAsync();  // Q -> the scorer's wgmma reads
   }
@@ -601,7 +616,6 @@ MLA_INLINE void DecodeCta(const MlaDecodeParams& p) {
     }
   }
   __syncthreads();
-  const float q_scale = Q_MODE == Q_MODE_FP8 ? QScaleFromAmax(*p.q_amax) : 1.0f;
   int g = 0;      // the CTA's tiles so far
   int items = 0;  // and work items (the timeline's count)
   if (threadIdx.x < WG_THREADS) {
@@ -609,7 +623,7 @@ MLA_INLINE void DecodeCta(const MlaDecodeParams& p) {
     mla_wgmma::ForEachWorkItem(p, [&](const MlaWorkItem& item, const MlaSeqInfo& seq,
                                       const MlaWorkItem& next, MlaSeqInfo& next_seq) {
       mla_timeline::GridItemStart(items, mla_wgmma::RangeOf(item, seq, ROWS).num_tiles);
-      ScorerItem(p, item, seq, sm, q_scale, g);
+      ScorerItem(p, item, seq, sm, g);
       mla_timeline::GridItemEnd(items++);  // (the scorer's end of it)
       next_seq = LoadSeq(p, next);
       g += mla_wgmma::RangeOf(item, seq, ROWS).num_tiles;
@@ -618,7 +632,7 @@ MLA_INLINE void DecodeCta(const MlaDecodeParams& p) {
     SetMaxRegisters<ACC_REGISTERS, true>();
     mla_wgmma::ForEachWorkItem(p, [&](const MlaWorkItem& item, const MlaSeqInfo& seq,
                                       const MlaWorkItem& next, MlaSeqInfo& next_seq) {
-      AccumulatorItem(p, item, seq, sm, q_scale, g);
+      AccumulatorItem(p, item, seq, sm, g);
       next_seq = LoadSeq(p, next);
       g += mla_wgmma::RangeOf(item, seq, ROWS).num_tiles;
     });

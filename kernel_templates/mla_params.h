@@ -66,20 +66,18 @@ struct MlaDecodeParams {
   // waits for the decode (mla_combine.cuh), so the decode must never write
   // either: only the host or the plan kernel before the decode does.
   const MlaCombineItem* combine;
-  const float* q_amax;       // a8: amax of |q| over the whole tensor (device scalar)
   float sm_scale;            // softmax scale
   float kv_scale;            // fp8 KV: real value = code * kv_scale; else 1
   int num_ctas;
   int num_combine;
-  long long q_elements;      // total_q * H * 576 (the a8 amax kernel's extent)
   // The caller's size of kv in bytes (mlajit_decode_args_t::kv_bytes), or 0
   // when not given. MXFP4 copies whole 16-byte chunks across record edges
   // only inside [kv, kv + kv_bytes) (mla_mma::IssueMxTile); without it they
   // read no byte outside the addressed records.
   unsigned long long kv_bytes;
   // Device-built plans (mla_plan.cuh): the planner's counters, MlaPlanCounter
-  // order; the merge reads its item count and the a8 amax its extent from here
-  // (num_combine and q_elements are then capacities). Null for host plans.
+  // order; the merge reads its item count from here (num_combine is then a
+  // capacity). Null for host plans.
   const int* plan_counters;
   // The sm_90a paths of MlaKvTensorMapsEligible: kv as a matrix of
   // kv_map_rows rows (slots) of a token's bytes (576 fp8, 1152 bf16), in two
@@ -232,11 +230,11 @@ MLA_HOST_DEVICE constexpr bool MlaKvTensorMapsEligible(int kv_format, int block_
 }
 
 // Dynamic shared memory of the 64-row path: Q and `stages` 16-bit KV operand
-// tiles (64 x 576 x 2 bytes each), P (64 x 64 x 2) and two rows of 64 floats
-// (rescale factors, row sums). The same for fp8 (converted on the way in) and
-// bf16.
+// tiles (64 x 576 x 2 bytes each), P (64 x 64 x 2) and three rows of 64
+// floats (rescale factors, row sums, a8's row scales). The same for fp8
+// (converted on the way in) and bf16.
 MLA_HOST_DEVICE constexpr int MlaWgmmaRowsSmemBytes(int kv_format, int stages) {
-  return (kv_format == 2 ? 0 : (1 + stages) * 64 * 576 * 2) + 64 * 64 * 2 + 2 * 64 * 4;
+  return (kv_format == 2 ? 0 : (1 + stages) * 64 * 576 * 2) + 64 * 64 * 2 + 3 * 64 * 4;
 }
 
 // Bytes per token of the wgmma path's staging tile: the token as stored (the
@@ -257,15 +255,16 @@ MLA_HOST_DEVICE constexpr int MlaWgmmaMxTileBytes(int block_m) {
 
 // Dynamic shared memory of the wgmma path: Q^T (block_m x 576 16-bit), the KV
 // stages (MXFP4: two e4m3 tiles and the stages as stored), P^T (block_m x 64
-// 16-bit), 4 x block_m floats of row statistics, and for MXFP4 four
-// mbarriers, the two tiles' shifts and the converters' per-warp maxima (72
-// bytes), for fp8 and bf16 one mbarrier per stage (tensor-map copies).
+// 16-bit), 4 x block_m floats of row statistics, block_m floats of a8's row
+// scales, and for MXFP4 four mbarriers, the two tiles' shifts and the
+// converters' per-warp maxima (72 bytes), for fp8 and bf16 one mbarrier per
+// stage (tensor-map copies).
 MLA_HOST_DEVICE constexpr int MlaWgmmaSmemBytes(int kv_format, int block_m, int stages) {
   return block_m * 576 * 2 +
          (kv_format == 2
               ? 2 * MlaWgmmaMxTileBytes(block_m) + stages * 64 * MlaRawTokenStride(2) + 72
               : stages * 64 * MlaWgmmaTokenStride(kv_format)) +
-         block_m * 64 * 2 + 4 * block_m * 4 + (kv_format != 2 ? stages * 8 : 0);
+         block_m * 64 * 2 + 5 * block_m * 4 + (kv_format != 2 ? stages * 8 : 0);
 }
 
 // Dynamic shared memory of the portable path (mla_decode_portable.cuh).

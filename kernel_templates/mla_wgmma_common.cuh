@@ -87,6 +87,7 @@ struct Smem {
   u8* mx;      // MXFP4: [STAGES][MX_STAGE_BYTES] tiles as stored
   u8* p;       // [TILE/16][N/8][2][8][8] f16/bf16: P^T in core matrices
   float* red;  // [4][N] per-warp row maxima / sums
+  float* qs;   // a8: [N] each query row's scale (QScaleFromAmax), by StoreQ
   u64* full;   // MXFP4: [2] e4m3 tile b converted (or, for an epilogue, free);
                // fp8: [STAGES] stage b's tensor-map copies landed
   u64* empty;  // MXFP4: [2] e4m3 tile b read
@@ -107,7 +108,8 @@ MLA_INLINE Smem CarveSmem(u8* base) {
   m.mx = m.q + ROW_GROUPS * Q_GROUP_BYTES;
   m.p = m.mx + (MX ? STAGES * MX_STAGE_BYTES : 0);
   m.red = reinterpret_cast<float*>(m.p + ROW_GROUPS * P_GROUP_BYTES);
-  m.full = reinterpret_cast<u64*>(m.red + ROW_GROUPS * 4 * N);
+  m.qs = m.red + ROW_GROUPS * 4 * N;
+  m.full = reinterpret_cast<u64*>(m.qs + ROW_GROUPS * N);
   m.empty = m.full + 2;
   m.mx_shift = reinterpret_cast<int*>(m.empty + 2);
   m.mx_max = reinterpret_cast<u32*>(m.mx_shift + 2);
@@ -123,6 +125,7 @@ MLA_INLINE Smem GroupSmem(Smem m, int group) {
   m.q += group * Q_GROUP_BYTES;
   m.p += group * P_GROUP_BYTES;
   m.red += group * 4 * N;
+  m.qs += group * N;
   return m;
 }
 

@@ -57,8 +57,24 @@ MLA_INLINE QRows LoadQRows(const MlaDecodeParams& p, const MlaSeqInfo& s, int ro
   return rows;
 }
 
+// a8: the scale of row n0 + 16 h (QScaleFromAmax) from its 8 threads' chunks
+// (neighbouring lanes), written to Smem::qs for the scores.
+MLA_INLINE float StoreQRowScale(const uint4 (&chunks)[Q_CHUNKS], const Smem& sm, int row, int c8) {
+  u32 m2 = 0;  // bf16x2 running max of |q|
+#pragma unroll
+  for (int i = 0; i < Q_CHUNKS; ++i) AbsMaxBf16x8(m2, chunks[i]);
+  float amax = fmaxf(Bf16ToFloat(m2 & 0xffffu), Bf16ToFloat(m2 >> 16));
+#pragma unroll
+  for (int o = 4; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  const float q_scale = QScaleFromAmax(amax);
+  if (c8 == 0) sm.qs[row] = q_scale;
+  return q_scale;
+}
+
 // Returns the factor that undoes Q's scaling in the scores. Block-wide.
-MLA_INLINE float StoreQ(const QRows& rows, const Smem& sm, float q_scale) {
+// a8: each row's codes are divided by its own scale (StoreQRowScale), which
+// the scores take from Smem::qs instead.
+MLA_INLINE float StoreQ(const QRows& rows, const Smem& sm) {
   constexpr int ROW_SETS = Q_ROW_SETS, CHUNKS = Q_CHUNKS;
   const unsigned tid = GroupTid();
   const int n0 = tid >> 3, c8 = tid & 7;
@@ -87,6 +103,7 @@ MLA_INLINE float StoreQ(const QRows& rows, const Smem& sm, float q_scale) {
     // low terms are rows N .. 2N - 1 of the product.
 #pragma unroll
     for (int h = 0; h < ROW_SETS; ++h) {
+      const float q_scale = Q_MODE == Q_MODE_FP8 ? StoreQRowScale(v[h], sm, n0 + 16 * h, c8) : 1.0f;
       u8* base = sm.q + MlaWgmmaQ8Offset(NS, n0 + 16 * h, 8 * c8);
 #pragma unroll
       for (int i = 0; i < CHUNKS; ++i) {
@@ -112,6 +129,7 @@ MLA_INLINE float StoreQ(const QRows& rows, const Smem& sm, float q_scale) {
     // the 8 threads of a row store to 8 positions.
 #pragma unroll
     for (int h = 0; h < ROW_SETS; ++h) {
+      const float q_scale = Q_MODE == Q_MODE_FP8 ? StoreQRowScale(v[h], sm, n0 + 16 * h, c8) : 1.0f;
       u8* base = sm.q + MlaWgmmaQ16Offset(N, n0 + 16 * h, 8 * c8);
 #pragma unroll
       for (int i = 0; i < CHUNKS; ++i) {

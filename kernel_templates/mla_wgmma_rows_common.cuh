@@ -28,15 +28,27 @@ MLA_INLINE void LoadQRowChunks(const MlaDecodeParams& p, const MlaSeqInfo& s, in
   }
 }
 
-// The largest |q| of this warp's chunks (every lane gets it).
-MLA_INLINE float WarpQAbsMax(const uint4 (&v)[ROWS_Q_PASSES]) {
+// The largest |q| of this thread's chunks.
+MLA_INLINE float ThreadQAbsMax(const uint4 (&v)[ROWS_Q_PASSES]) {
   u32 m2 = 0;  // bf16x2 running max of |q|
 #pragma unroll
   for (int i = 0; i < ROWS_Q_PASSES; ++i) AbsMaxBf16x8(m2, v[i]);
-  float amax = fmaxf(Bf16ToFloat(m2 & 0xffffu), Bf16ToFloat(m2 >> 16));
+  return fmaxf(Bf16ToFloat(m2 & 0xffffu), Bf16ToFloat(m2 >> 16));
+}
+// The largest |q| of this warp's chunks (every lane gets it).
+MLA_INLINE float WarpQAbsMax(const uint4 (&v)[ROWS_Q_PASSES]) {
+  float amax = ThreadQAbsMax(v);
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
   return amax;
+}
+// a8: the scale of the row whose chunks this thread and the three lanes
+// beside it hold (LoadQRowChunks' four threads a row).
+MLA_INLINE float QuadQRowScale(const uint4 (&v)[ROWS_Q_PASSES]) {
+  float amax = ThreadQAbsMax(v);
+  amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+  amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+  return QScaleFromAmax(amax);
 }
 
 // Masks the scores of tokens at or past each row's limit (tokens j0 + 8 j +
@@ -66,9 +78,10 @@ constexpr float RESCALE_SLACK = 8.0f;
 // tile's scores: P (PackOperand) into `p` (64 rows in chunks of 8 tokens,
 // 1024 bytes apart; row x at 16 x), the rows' rescale factors into `alpha`
 // (quad 0), m and l (this thread's part of the sum) updated. Scores stay
-// unscaled until exp2(s * scale - m), one FFMA each; m is the maximum so far
-// to within RESCALE_SLACK, which the sums and the LSE use alike.
-MLA_INLINE void SoftmaxRowsToP(const float (&sc)[32], float score_scale, float (&m)[2],
+// unscaled until exp2(s * scale - m), one FFMA each, with each row's own
+// scale (a8's row scales differ); m is the maximum so far to within
+// RESCALE_SLACK, which the sums and the LSE use alike.
+MLA_INLINE void SoftmaxRowsToP(const float (&sc)[32], const float (&score_scale)[2], float (&m)[2],
                                float (&l)[2], u8* p, float* alpha, int row0, int quad) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -78,7 +91,7 @@ MLA_INLINE void SoftmaxRowsToP(const float (&sc)[32], float score_scale, float (
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
     // (-inf + slack is -inf: the first visible tile always sets m.)
-    const float mn = mx * score_scale > m[h] + RESCALE_SLACK ? mx * score_scale : m[h];
+    const float mn = mx * score_scale[h] > m[h] + RESCALE_SLACK ? mx * score_scale[h] : m[h];
     const float base = mn == NegInf() ? 0.0f : mn;  // nothing visible yet: avoid inf - inf
     const float a = Exp2(m[h] - base);
     m[h] = mn;
@@ -86,8 +99,8 @@ MLA_INLINE void SoftmaxRowsToP(const float (&sc)[32], float score_scale, float (
     u8* prow = p + (row0 + 8 * h) * 16 + quad * 4;
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
-      const float p0 = Exp2(fmaf(sc[4 * j + 2 * h], score_scale, -base));
-      const float p1 = Exp2(fmaf(sc[4 * j + 2 * h + 1], score_scale, -base));
+      const float p0 = Exp2(fmaf(sc[4 * j + 2 * h], score_scale[h], -base));
+      const float p1 = Exp2(fmaf(sc[4 * j + 2 * h + 1], score_scale[h], -base));
       sum += p0 + p1;
       *reinterpret_cast<u32*>(prow + j * 1024) = PackOperand(p0, p1);
     }

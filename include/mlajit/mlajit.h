@@ -80,10 +80,12 @@ typedef enum mlajit_kv_format {
 
 typedef enum mlajit_q_mode {
   MLAJIT_Q_MODE_BF16 = 0, /* "a16": products use Q in bf16 */
-  /* "a8": Q quantised per tensor to fp8 (scale = amax/448). The amax is a
-     kernel of its own on every call: a8 pays off on compute-bound calls
-     (q_len > 1 over long KV, about 14 % faster on an H100) and costs small
-     calls 2.5-5 us (tools/bench/RESULTS.md, v73). */
+  /* "a8": Q quantised to fp8 e4m3 on the fly, one scale per query row
+     (token and head): the smallest power of two 2^e with amax <= 448 * 2^e
+     over the row's 576 values (NaN left out; 1 for a row of zeros). The
+     decode kernel takes each row's scale as it loads the row, so a8 adds no
+     kernel to the call. Faster than bf16 Q on compute-bound calls (q_len > 1
+     over long KV); see tools/bench/RESULTS.md, v74. */
   MLAJIT_Q_MODE_FP8 = 1
 } mlajit_q_mode_t;
 

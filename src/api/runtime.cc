@@ -151,8 +151,7 @@ absl::StatusOr<const LoadedKernel*> Runtime::GetKernel(const jit::KernelSpec& sp
   };
   // Every kernel of the module, in KernelCompiler::ModuleEntryPoints' order.
   gpu::FunctionHandle* const handles[] = {&k->decode,     &k->combine,     &k->combine_w4,
-                                          &k->combine_w8, &k->combine_w16, &k->q_amax,
-                                          &k->planner};
+                                          &k->combine_w8, &k->combine_w16, &k->planner};
   const auto names = jit::KernelCompiler::ModuleEntryPoints(spec);
   static_assert(std::tuple_size_v<decltype(names)> == std::size(handles));
   for (size_t i = 0; i < names.size(); ++i) {
@@ -472,19 +471,8 @@ absl::Status Plan::Decode(const mlajit_decode_args_t* a, void* stream) const {
     runtime_->kv_tensor_maps()->Fill(
         a->kv, MlaWgmmaTokenStride(static_cast<int>(config_.kv_format)), &p);
   }
-  // Device-planned: a capacity; the kernels read the real count from plan_counters.
-  p.q_elements = static_cast<long long>(total_q) * config_.num_heads * kHeadDimQk;
   void* params[] = {&p};
   const unsigned threads = static_cast<unsigned>(kernel_->threads);
-  if (config_.q_mode == MLAJIT_Q_MODE_FP8) {
-    MLAJIT_RETURN_IF_ERROR(b->MemsetD8(device, device_plan_->q_amax(), 0, sizeof(float), stream));
-    gpu::LaunchConfig amax;
-    amax.grid_x = static_cast<unsigned>(
-        std::clamp<long long>(p.q_elements / (threads * 16), 1, runtime_->properties().sm_count * 4LL));
-    amax.block_x = threads;
-    amax.programmatic_dependent = runtime_->programmatic_dependent_launch();
-    MLAJIT_RETURN_IF_ERROR(b->Launch(device, kernel_->q_amax, amax, params, stream));
-  }
   gpu::LaunchConfig decode;
   decode.grid_x = static_cast<unsigned>(p.num_ctas);
   decode.block_x = threads;

@@ -36,7 +36,7 @@ namespace mlajit::api_internal {
 struct LoadedKernel {
   jit::KernelSpec spec;
   gpu::ModuleHandle module = 0;
-  gpu::FunctionHandle decode = 0, combine = 0, q_amax = 0, planner = 0;
+  gpu::FunctionHandle decode = 0, combine = 0, planner = 0;
   // The merge at one lane width each (4, 8, 16 columns), for host-built plans;
   // `combine` picks the width itself (device-planned calls).
   gpu::FunctionHandle combine_w4 = 0, combine_w8 = 0, combine_w16 = 0;

@@ -110,14 +110,13 @@ class KernelCompiler {
     return lane_columns == 0 ? "mla_combine_kernel"
                              : "mla_combine_kernel_w" + std::to_string(lane_columns);
   }
-  static std::string QAmaxEntryPoint() { return "mla_q_amax_kernel"; }
   static std::string PlanEntryPoint() { return "mla_plan_kernel"; }
   // Every kernel the runtime loads from a module of `spec`, in this order:
-  // the decode, the merges (picking, then of widths 4, 8, 16), the Q amax
-  // and the device planner.
-  static std::array<std::string, 7> ModuleEntryPoints(const KernelSpec& spec) {
-    return {EntryPoint(spec),    MergeEntryPoint(0), MergeEntryPoint(4), MergeEntryPoint(8),
-            MergeEntryPoint(16), QAmaxEntryPoint(),  PlanEntryPoint()};
+  // the decode, the merges (picking, then of widths 4, 8, 16) and the device
+  // planner.
+  static std::array<std::string, 6> ModuleEntryPoints(const KernelSpec& spec) {
+    return {EntryPoint(spec),   MergeEntryPoint(0),  MergeEntryPoint(4),
+            MergeEntryPoint(8), MergeEntryPoint(16), PlanEntryPoint()};
   }
 
   // Whether kernels prepared now stamp a timeline (MLAJIT_TIMELINE=N, N >= 1:

@@ -11,15 +11,12 @@ namespace mlajit::plan {
 absl::StatusOr<std::unique_ptr<DevicePlan>> DevicePlan::Create(gpu::Backend* backend,
                                                                int device) {
   if (backend == nullptr) return absl::InvalidArgumentError("DevicePlan: backend is null");
-  std::unique_ptr<DevicePlan> p(new DevicePlan(backend, device));
-  MLAJIT_RETURN_IF_ERROR(p->Reserve(&p->q_amax_, sizeof(float)));
-  return p;
+  return std::unique_ptr<DevicePlan>(new DevicePlan(backend, device));
 }
 
 DevicePlan::~DevicePlan() {
   for (Buffer* b : {&work_, &work_indptr_, &seqs_, &combine_, &partial_o_, &partial_lse_,
-                    &q_amax_, &counters_, &tiles_, &tile_start_, &seq_tile_start_, &cuts_,
-                    &split_}) {
+                    &counters_, &tiles_, &tile_start_, &seq_tile_start_, &cuts_, &split_}) {
     if (b->ptr != 0) {
       absl::Status s = backend_->Free(device_, b->ptr);
       if (!s.ok()) MLAJIT_LOG_WARN("freeing plan metadata: ", s.message());
@@ -124,7 +121,6 @@ void DevicePlan::FillParams(MlaDecodeParams* p) const {
   p->combine = reinterpret_cast<const MlaCombineItem*>(combine_.ptr);
   p->partial_o = reinterpret_cast<float*>(partial_o_.ptr);
   p->partial_lse = reinterpret_cast<float*>(partial_lse_.ptr);
-  p->q_amax = reinterpret_cast<const float*>(q_amax_.ptr);
   p->num_ctas = num_ctas_;
   p->num_combine = num_combine_;
   p->plan_counters = reinterpret_cast<const int*>(counters_.ptr);  // null for host plans
@@ -133,8 +129,7 @@ void DevicePlan::FillParams(MlaDecodeParams* p) const {
 size_t DevicePlan::device_bytes() const {
   size_t n = 0;
   for (const Buffer* b : {&work_, &work_indptr_, &seqs_, &combine_, &partial_o_, &partial_lse_,
-                          &q_amax_, &counters_, &tiles_, &tile_start_, &seq_tile_start_, &cuts_,
-                          &split_})
+                          &counters_, &tiles_, &tile_start_, &seq_tile_start_, &cuts_, &split_})
     n += b->capacity;
   return n;
 }

@@ -55,7 +55,6 @@ class DevicePlan {
   // Fills the metadata and workspace fields of the kernel parameters.
   void FillParams(MlaDecodeParams* p) const;
   int num_combine() const { return num_combine_; }
-  gpu::DevicePtr q_amax() const { return q_amax_.ptr; }
   size_t device_bytes() const;
 
  private:
@@ -69,7 +68,7 @@ class DevicePlan {
 
   gpu::Backend* backend_;
   int device_;
-  Buffer work_, work_indptr_, seqs_, combine_, partial_o_, partial_lse_, q_amax_;
+  Buffer work_, work_indptr_, seqs_, combine_, partial_o_, partial_lse_;
   // Device planner only: counters and scratch.
   Buffer counters_, tiles_, tile_start_, seq_tile_start_, cuts_, split_;
   int num_combine_ = 0;

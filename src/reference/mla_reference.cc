@@ -28,6 +28,26 @@ constexpr int kMaxTaskRows = 64;  // q rows per task: bounds the q/acc scratch
 
 absl::Status Invalid(const std::string& msg) { return absl::InvalidArgumentError(msg); }
 
+// a8: the scale of one query row of 576 values, as the kernels take it
+// (QScaleFromAmax, kernel_templates/mla_common.cuh): with amax the largest
+// |q| (NaN left out), the smallest power of two 2^e, e >= -126, with amax <=
+// 448 * 2^e; 1 for a row of zeros. Unlike the KV quantiser
+// (QuantizeFp8PerTensor) an infinite value counts (an infinite scale), so that
+// the row's scores are NaN, as they are in a16.
+float QRowScale(const uint16_t* row) {
+  float amax = 0.0f;
+  for (int d = 0; d < kHeadDimQk; ++d) {
+    const float v = Bf16ToFloat(row[d]);
+    if (!std::isnan(v)) amax = std::max(amax, std::fabs(v));
+  }
+  if (amax == 0.0f || std::isinf(amax)) return amax == 0.0f ? 1.0f : amax;
+  int exp2 = 0;
+  const float m = std::frexp(amax, &exp2);  // amax = m * 2^exp2, m in [0.5, 1)
+  // 448 = 0.875 * 2^9: 2^(exp2 - 9) holds amax when m <= 0.875, else 2^(exp2 - 8).
+  const int e = std::max(exp2 - 9 + (m > 0.875f ? 1 : 0), -126);
+  return std::ldexp(1.0f, e);
+}
+
 // 4 doubles; GCC/Clang lower it to whatever vector width the target has, so the
 // products below vectorise without -ffast-math reassociation.
 typedef double V4d __attribute__((vector_size(32)));
@@ -138,16 +158,7 @@ struct Scratch {
 class Runner {
  public:
   Runner(const DecodeProblem& p, absl::Span<float> out, absl::Span<float> lse)
-      : p_(p), out_(out), lse_(lse), dec_(p) {
-    if (p.q_mode == QMode::kFp8) {
-      float amax = 0.0f;
-      for (uint16_t bits : p.q) {
-        const float v = Bf16ToFloat(bits);
-        if (std::isfinite(v)) amax = std::max(amax, std::fabs(v));
-      }
-      q_scale_ = Fp8ScaleForAmax(amax);
-    }
-  }
+      : p_(p), out_(out), lse_(lse), dec_(p) {}
 
   void Run(const Task& t, Scratch& sc) const {
     const DecodeProblem& p = p_;
@@ -170,10 +181,11 @@ class Runner {
       }
       const int tr = r / nh, h = t.h0 + r % nh;
       const uint16_t* src = &p.q[(static_cast<size_t>(q0 + tr) * H + h) * kHeadDimQk];
+      const float q_scale = p.q_mode == QMode::kFp8 ? QRowScale(src) : 1.0f;
       for (int d = 0; d < kHeadDimQk; ++d) {
         const float x = Bf16ToFloat(src[d]);
         dst[d] = p.q_mode == QMode::kFp8
-                     ? static_cast<double>(Fp8E4m3ToFloat(FloatToFp8E4m3(x / q_scale_))) * q_scale_
+                     ? static_cast<double>(Fp8E4m3ToFloat(FloatToFp8E4m3(x / q_scale))) * q_scale
                      : x;
       }
       const int64_t n = p.causal ? std::clamp<int64_t>(kv_len - q_len + tr + 1, 0, kv_len) : kv_len;
@@ -270,7 +282,6 @@ class Runner {
   const DecodeProblem& p_;
   absl::Span<float> out_, lse_;
   KvDecoder dec_;
-  float q_scale_ = 1.0f;
 };
 
 }  // namespace

@@ -255,6 +255,51 @@ TEST_F(GpuDecodeTest, MmaSyncTilesEveryKvFormat) {
   }
 }
 
+TEST_F(GpuDecodeTest, Fp8QScalesEachRowOnItsOwn) {
+  // a8 takes one scale per query row (token and head): rows whose magnitudes
+  // differ by up to 2^31 each keep fp8's precision, on every path that runs
+  // a8 (the policy's swap-AB tiles of 16 and 32 rows for fp8, bf16 and MXFP4
+  // KV; the warp-specialised 64-row path; bf16's 64-row two-stage and seesaw
+  // schedules; mma.sync tiles, which fold each scale into Q). Each row is
+  // multiplied by its own power of two, exactly, before the reference sees it:
+  // 2^-30 .. 2^1, as larger ones would sharpen the softmax until the
+  // products' float rounding, not fp8, decides which token a row takes.
+  struct Case {
+    KvFormat kv;
+    Shape shape;
+    const char* tiles;  // "" = the policy
+  };
+  for (const Case& c : {Case{KvFormat::kFp8E4m3, Shape{16, 1, 3000, 8, 0}, ""},
+                        Case{KvFormat::kFp8E4m3, Shape{32, 1, 1500, 6, 64}, ""},
+                        Case{KvFormat::kFp8E4m3, Shape{16, 4, 2000, 40, 0}, ""},
+                        Case{KvFormat::kFp8E4m3, Shape{16, 4, 2000, 3, 16}, "64,64,12,3,1"},
+                        Case{KvFormat::kBf16, Shape{16, 1, 3000, 8, 0}, ""},
+                        Case{KvFormat::kBf16, Shape{16, 4, 2000, 6, 64}, ""},
+                        Case{KvFormat::kMxfp4, Shape{16, 1, 3000, 8, 0}, ""},
+                        Case{KvFormat::kFp8E4m3, Shape{16, 2, 3000, 4, 0}, "32,32,8,2,1"},
+                        Case{KvFormat::kBf16, Shape{16, 1, 2000, 3, 0}, "32,32,8,2,1"}}) {
+    if (*c.tiles != '\0' && c.tiles[0] == '6' && !OnHopper(*harness_)) continue;
+    ScopedEnv env("MLAJIT_TILES", c.tiles);
+    BatchConfig cfg = WithShape(c.kv, QMode::kFp8, c.shape);
+    cfg.seed = FreshSeed();
+    reference::Batch b = reference::GenerateBatch(cfg);
+    std::mt19937 rng(static_cast<uint32_t>(cfg.seed));
+    for (size_t row = 0; row < b.q.size() / kHeadDimQk; ++row) {
+      const float f = std::ldexp(1.0f, static_cast<int>(rng() % 32) - 30);
+      for (int d = 0; d < kHeadDimQk; ++d) {
+        uint16_t& bits = b.q[row * kHeadDimQk + d];
+        bits = reference::FloatToBf16(reference::Bf16ToFloat(bits) * f);
+      }
+    }
+    auto db = harness_->UploadBatch(std::move(b), /*write_lse=*/true);
+    ASSERT_TRUE(db.ok()) << db.status();
+    auto r = harness_->Check(**db, {});
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE(r->out.Passes(OutputTolerance(cfg))) << r->spec << "\n  out: " << r->out.ToString();
+    EXPECT_TRUE(r->lse.Passes(1e-3)) << r->spec << "\n  lse: " << r->lse.ToString();
+  }
+}
+
 TEST_F(GpuDecodeTest, Fp8RowTilesFollowTheBatch) {
   // fp8 with 32 rows per sequence on Hopper (tile_policy.cc): 16-row swap-AB
   // tiles below 12 wide units per SM, 32-row tiles from there (fixed lengths:

@@ -59,9 +59,21 @@ Result Naive(const DecodeProblem& p) {
   std::vector<float> qf(p.q.size());
   for (size_t i = 0; i < p.q.size(); ++i) qf[i] = Bf16ToFloat(p.q[i]);
   if (p.q_mode == QMode::kFp8) {
-    std::vector<uint8_t> codes(qf.size());
-    const float scale = QuantizeFp8PerTensor(qf, absl::MakeSpan(codes));
-    for (size_t i = 0; i < q.size(); ++i) q[i] = static_cast<double>(Fp8E4m3ToFloat(codes[i])) * scale;
+    // a8: each query row (token and head, 576 values) quantised on its own,
+    // by the smallest power of two that takes its largest |q| to 448 or less.
+    for (size_t row = 0; row < q.size() / kHeadDimQk; ++row) {
+      const size_t at = row * kHeadDimQk;
+      double amax = 0;
+      for (int d = 0; d < kHeadDimQk; ++d) amax = std::max(amax, double{std::fabs(qf[at + d])});
+      float scale = 1.0f;
+      if (amax > 0) {
+        while (448.0 * scale < amax) scale *= 2.0f;
+        while (448.0 * (scale / 2.0f) >= amax) scale /= 2.0f;
+      }
+      for (int d = 0; d < kHeadDimQk; ++d) {
+        q[at + d] = static_cast<double>(Fp8E4m3ToFloat(FloatToFp8E4m3(qf[at + d] / scale))) * scale;
+      }
+    }
   } else {
     for (size_t i = 0; i < q.size(); ++i) q[i] = qf[i];
   }
@@ -172,6 +184,54 @@ TEST(ReferenceDecode, Fp8QModeChangesTheResult) {
   double diff = 0;
   for (size_t i = 0; i < bf16.out.size(); ++i) diff = std::max(diff, double{std::fabs(bf16.out[i] - fp8.out[i])});
   EXPECT_GT(diff, 1e-4);
+}
+
+// a8 scales each query row (token and head) on its own: a row multiplied by a
+// power of two leaves every other row's output exactly as it was (one scale
+// for the whole tensor would re-round them all), and changes its own. A row
+// holding an infinity gives NaN there and nowhere else, as in a16.
+TEST(ReferenceDecode, Fp8QModeScalesEachRowOnItsOwn) {
+  BatchConfig c = SmallConfig();
+  c.q_mode = QMode::kFp8;
+  const Batch batch = GenerateBatch(c);
+  DecodeProblem p = batch.problem();
+  const Result base = RunRef(p);
+  const size_t rows = p.q.size() / kHeadDimQk;
+  constexpr size_t kRow = 4;
+  std::vector<uint16_t> q(p.q.begin(), p.q.end());
+  for (int d = 0; d < kHeadDimQk; ++d) {
+    uint16_t& bits = q[kRow * kHeadDimQk + d];
+    bits = FloatToBf16(Bf16ToFloat(bits) * 4096.0f);  // exact: a power of two, in range
+  }
+  p.q = q;
+  const Result scaled = RunRef(p);
+  double moved = 0;
+  for (size_t row = 0; row < rows; ++row) {
+    for (int d = 0; d < kHeadDimV; ++d) {
+      const size_t i = row * kHeadDimV + d;
+      ASSERT_FALSE(std::isnan(scaled.out[i])) << "row " << row << " dim " << d;
+      if (row == kRow) {
+        moved = std::max(moved, double{std::fabs(scaled.out[i] - base.out[i])});
+      } else {
+        ASSERT_EQ(scaled.out[i], base.out[i]) << "row " << row << " dim " << d;
+      }
+    }
+  }
+  EXPECT_GT(moved, 1e-3);  // the row's scores are 4096 times as large
+
+  q[kRow * kHeadDimQk + 7] = FloatToBf16(std::numeric_limits<float>::infinity());
+  p.q = q;
+  const Result with_inf = RunRef(p);
+  for (size_t row = 0; row < rows; ++row) {
+    for (int d = 0; d < kHeadDimV; ++d) {
+      const size_t i = row * kHeadDimV + d;
+      if (row == kRow) {
+        ASSERT_TRUE(std::isnan(with_inf.out[i])) << "dim " << d;
+      } else {
+        ASSERT_EQ(with_inf.out[i], scaled.out[i]) << "row " << row << " dim " << d;
+      }
+    }
+  }
 }
 
 TEST(ReferenceDecode, CausalRowEqualsTruncatedSequence) {

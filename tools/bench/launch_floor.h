@@ -1,8 +1,9 @@
 // What a call's launch structure costs on this device with none of the
 // decode's work: empty kernels launched and timed the way the benchmark times
-// a case (held: median_us; host-paced: paced_us). It bounds from below what a decode call can take: a call is at
-// least one launch between two events (two with a split merge, one more for
-// a8's Q amax, each a programmatic dependent of the one before on sm_90+).
+// a case (held: median_us; host-paced: paced_us). It bounds from below what a decode call can take:
+// a call is at least one launch between two events (two with a split merge, the second a
+// programmatic dependent of the first on sm_90+; three chained kernels were a8's
+// calls while its Q amax was a kernel of its own, RESULTS.md v74).
 //
 //   MLAJIT_ASSIGN_OR_RETURN(LaunchFloor f, MeasureLaunchFloor(backend, 0, 200.0, 300));
 //   std::printf("%s\n", FormatLaunchFloor(f).c_str());
@@ -21,7 +22,7 @@ struct LaunchFloor {
   double one_cta_us = 0;          // median, one empty kernel of one CTA between events
   double full_grid_us = 0;        // median, one empty kernel of `grid` CTAs
   double two_chained_us = 0;      // median, two full-grid kernels, the second a dependent
-  double three_chained_us = 0;    // median, three (a8: Q amax, decode, merge)
+  double three_chained_us = 0;    // median, three (a8's calls before v74)
   double two_burst_us = 0;        // per pair, many pairs back to back between two events
   // The same three in plain stream order (no programmatic dependents): what
   // the chained figures gain or lose from the dependent launches.
