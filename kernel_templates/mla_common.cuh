@@ -249,13 +249,17 @@ MLA_INLINE float QScaleFromAmax(float amax) {
   e = e < -126 ? -126 : e;
   return __uint_as_float(static_cast<u32>(e + 127) << 23);
 }
+// 1 / the scale: exact, as the scale is a power of two from 2^-126 to 2^120
+// (or infinite: 0), so that x * QInverseScale(s) rounds as x / s does (the
+// reference divides) for a multiply instead of a division per element.
+MLA_INLINE float QInverseScale(float q_scale) { return 1.0f / q_scale; }
 
-// Q element as the products see it: bf16, or (a8) the fp8 code's value.
-// (a division, not a reciprocal multiply, to round exactly as the reference does)
+// Q element as the products see it: bf16, or (a8) the fp8 code's value;
+// inv_scale = QInverseScale(the row's scale).
 template <int QM>
-MLA_INLINE float QuantiseQ(float x, float q_scale) {
+MLA_INLINE float QuantiseQ(float x, float inv_scale) {
   if (QM == Q_MODE_BF16) return x;
-  return Fp8E4m3ToFloat(FloatToFp8E4m3(x / q_scale));
+  return Fp8E4m3ToFloat(FloatToFp8E4m3(x * inv_scale));
 }
 
 // QuantiseQ on two elements. sm_89+ converts in hardware: cvt.rn.satfinite
@@ -264,10 +268,10 @@ MLA_INLINE float QuantiseQ(float x, float q_scale) {
 // instructions, it keeps unrolled Q loads small: the software rounding inlined
 // per element made NVRTC take 6-10x longer on a8 kernels.
 template <int QM>
-MLA_INLINE void QuantiseQPair(float& lo, float& hi, float q_scale) {
+MLA_INLINE void QuantiseQPair(float& lo, float& hi, float inv_scale) {
   if (QM == Q_MODE_BF16) return;
 #if !MLA_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-  const float a = lo / q_scale, b = hi / q_scale;
+  const float a = lo * inv_scale, b = hi * inv_scale;
   u16 codes;
   asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(codes) : "f"(b), "f"(a));
   asm("{\n.reg .b32 h2;\n.reg .f16 l, h;\n"
@@ -276,8 +280,8 @@ MLA_INLINE void QuantiseQPair(float& lo, float& hi, float q_scale) {
       : "=f"(lo), "=f"(hi)
       : "h"(codes));
 #else
-  lo = QuantiseQ<QM>(lo, q_scale);
-  hi = QuantiseQ<QM>(hi, q_scale);
+  lo = QuantiseQ<QM>(lo, inv_scale);
+  hi = QuantiseQ<QM>(hi, inv_scale);
 #endif
 }
 

@@ -203,13 +203,13 @@ MLA_INLINE void LoadQTile(const MlaDecodeParams& p, const MlaSeqInfo& s, int row
     if (Q_MODE == Q_MODE_BF16) {
       CpAsync16(dst, valid ? src : q, valid);
     } else {
-      const float q_scale = sm.qs[r];
+      const float q_scale = sm.qs[r], inv_scale = QInverseScale(q_scale);
       uint4 v = valid ? *reinterpret_cast<const uint4*>(src) : make_uint4(0, 0, 0, 0);
       u32 w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        const float lo = QuantiseQ<Q_MODE>(Bf16ToFloat(w[i] & 0xffffu), q_scale) * q_scale;
-        const float hi = QuantiseQ<Q_MODE>(Bf16ToFloat(w[i] >> 16), q_scale) * q_scale;
+        const float lo = QuantiseQ<Q_MODE>(Bf16ToFloat(w[i] & 0xffffu), inv_scale) * q_scale;
+        const float hi = QuantiseQ<Q_MODE>(Bf16ToFloat(w[i] >> 16), inv_scale) * q_scale;
         w[i] = PackBf16x2(lo, hi);
       }
       *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);

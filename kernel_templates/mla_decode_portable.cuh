@@ -47,7 +47,7 @@ MLA_INLINE void ProcessRow(const MlaDecodeParams& p, const MlaWorkItem& item, co
     score_scale *= q_scale;
   }
   for (int d = tid; d < HEAD_DIM_QK; d += NUM_THREADS)
-    sq[d] = QuantiseQ<Q_MODE>(Bf16ToFloat(q[d]), q_scale);
+    sq[d] = QuantiseQ<Q_MODE>(Bf16ToFloat(q[d]), QInverseScale(q_scale));
   __syncthreads();
 
   float m = NegInf(), l = 0.0f;

@@ -323,8 +323,8 @@ MLA_INLINE void ConvertV(const u8* raw, u8* v) {
 // a8: two Q values -> their e4m3 codes (divided by the row's scale, rounded
 // to nearest even, saturated), low byte first: the same rounding as
 // QuantiseQPair.
-MLA_INLINE u32 QCodes(float lo, float hi, float q_scale) {
-  return mla_wgmma::E4m3x2(lo / q_scale, hi / q_scale);
+MLA_INLINE u32 QCodes(float lo, float hi, float inv_scale) {
+  return mla_wgmma::E4m3x2(lo * inv_scale, hi * inv_scale);
 }
 
 // Q rows [row_start, row_start + 64) -> the Q operand, as f16 scaled by a
@@ -338,10 +338,11 @@ MLA_INLINE float LoadQ(const MlaDecodeParams& p, const MlaSeqInfo& s, int row_st
   const int row = threadIdx.x >> 2, sub = threadIdx.x & 3;
   uint4 v[PASSES];
   mla_wgmma::LoadQRowChunks(p, s, row_start, row, sub, v);
-  float q_scale = 1.0f;
+  float inv_scale = 1.0f;  // a8: QInverseScale of the row's scale
   if (Q_MODE == Q_MODE_FP8) {
-    q_scale = mla_wgmma::QuadQRowScale(v);
+    const float q_scale = mla_wgmma::QuadQRowScale(v);
     if (sub == 0) sm.qs[row] = q_scale;
+    inv_scale = QInverseScale(q_scale);
   }
   constexpr bool RESCALE = FP8 && Q_MODE == Q_MODE_BF16;
   float up = 1.0f, back = 1.0f;
@@ -363,7 +364,7 @@ MLA_INLINE float LoadQ(const MlaDecodeParams& p, const MlaSeqInfo& s, int row_st
       u32 c[4];
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        c[j] = QCodes(Bf16ToFloat(w[j] & 0xffffu), Bf16ToFloat(w[j] >> 16), q_scale);
+        c[j] = QCodes(Bf16ToFloat(w[j] & 0xffffu), Bf16ToFloat(w[j] >> 16), inv_scale);
       }
       *reinterpret_cast<uint2*>(dst8 + MlaRowsQ8Offset(0, 0, i)) =
           make_uint2(c[0] | (c[1] << 16), c[2] | (c[3] << 16));
@@ -380,7 +381,7 @@ MLA_INLINE float LoadQ(const MlaDecodeParams& p, const MlaSeqInfo& s, int row_st
       if (RESCALE) {
         w[j] = PackF16x2(lo * up, hi * up);
       } else if (Q_MODE == Q_MODE_FP8) {
-        QuantiseQPair<Q_MODE>(lo, hi, q_scale);
+        QuantiseQPair<Q_MODE>(lo, hi, inv_scale);
         w[j] = PackOperand(lo, hi);
       }
     }

@@ -213,10 +213,11 @@ MLA_INLINE float LoadQ(const MlaDecodeParams& p, const MlaSeqInfo& s, int row_st
   const int row = c >> 2, sub = c & 3;
   uint4 v[PASSES];
   mla_wgmma::LoadQRowChunks(p, s, row_start, row, sub, v);
-  float q_scale = 1.0f;
+  float inv_scale = 1.0f;  // a8: QInverseScale of the row's scale
   if (!Q_SPLIT) {
-    q_scale = mla_wgmma::QuadQRowScale(v);
+    const float q_scale = mla_wgmma::QuadQRowScale(v);
     if (sub == 0) sm.qs[row] = q_scale;
+    inv_scale = QInverseScale(q_scale);
   }
   float up = 1.0f, back = 1.0f;
   if (Q_SPLIT) {
@@ -236,7 +237,7 @@ MLA_INLINE float LoadQ(const MlaDecodeParams& p, const MlaSeqInfo& s, int row_st
     for (int j = 0; j < 4; ++j) {
       const float x0 = Bf16ToFloat(w[j] & 0xffffu), x1 = Bf16ToFloat(w[j] >> 16);
       const u32 both = Q_SPLIT ? mla_wgmma::SplitE4m3x2(x0 * up, x1 * up)
-                               : mla_wgmma::E4m3x2(x0 / q_scale, x1 / q_scale);
+                               : mla_wgmma::E4m3x2(x0 * inv_scale, x1 * inv_scale);
       hi[j] = both & 0xffffu;
       lo[j] = both >> 16;
     }

@@ -58,7 +58,8 @@ MLA_INLINE QRows LoadQRows(const MlaDecodeParams& p, const MlaSeqInfo& s, int ro
 }
 
 // a8: the scale of row n0 + 16 h (QScaleFromAmax) from its 8 threads' chunks
-// (neighbouring lanes), written to Smem::qs for the scores.
+// (neighbouring lanes), written to Smem::qs for the scores; returns its
+// inverse (QInverseScale), which the codes take.
 MLA_INLINE float StoreQRowScale(const uint4 (&chunks)[Q_CHUNKS], const Smem& sm, int row, int c8) {
   u32 m2 = 0;  // bf16x2 running max of |q|
 #pragma unroll
@@ -68,7 +69,7 @@ MLA_INLINE float StoreQRowScale(const uint4 (&chunks)[Q_CHUNKS], const Smem& sm,
   for (int o = 4; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
   const float q_scale = QScaleFromAmax(amax);
   if (c8 == 0) sm.qs[row] = q_scale;
-  return q_scale;
+  return QInverseScale(q_scale);
 }
 
 // Returns the factor that undoes Q's scaling in the scores. Block-wide.
@@ -103,7 +104,8 @@ MLA_INLINE float StoreQ(const QRows& rows, const Smem& sm) {
     // low terms are rows N .. 2N - 1 of the product.
 #pragma unroll
     for (int h = 0; h < ROW_SETS; ++h) {
-      const float q_scale = Q_MODE == Q_MODE_FP8 ? StoreQRowScale(v[h], sm, n0 + 16 * h, c8) : 1.0f;
+      const float inv_scale =
+          Q_MODE == Q_MODE_FP8 ? StoreQRowScale(v[h], sm, n0 + 16 * h, c8) : 1.0f;
       u8* base = sm.q + MlaWgmmaQ8Offset(NS, n0 + 16 * h, 8 * c8);
 #pragma unroll
       for (int i = 0; i < CHUNKS; ++i) {
@@ -113,7 +115,7 @@ MLA_INLINE float StoreQ(const QRows& rows, const Smem& sm) {
         for (int j = 0; j < 4; ++j) {
           const float x0 = Bf16ToFloat(w[j] & 0xffffu), x1 = Bf16ToFloat(w[j] >> 16);
           const u32 both = Q_SPLIT ? SplitE4m3x2(x0 * up, x1 * up)
-                                   : E4m3x2(x0 / q_scale, x1 / q_scale);  // as QuantiseQPair
+                                   : E4m3x2(x0 * inv_scale, x1 * inv_scale);  // as QuantiseQPair
           hi[j / 2] |= (both & 0xffffu) << (16 * (j % 2));
           lo[j / 2] |= (both >> 16) << (16 * (j % 2));
         }
@@ -129,7 +131,8 @@ MLA_INLINE float StoreQ(const QRows& rows, const Smem& sm) {
     // the 8 threads of a row store to 8 positions.
 #pragma unroll
     for (int h = 0; h < ROW_SETS; ++h) {
-      const float q_scale = Q_MODE == Q_MODE_FP8 ? StoreQRowScale(v[h], sm, n0 + 16 * h, c8) : 1.0f;
+      const float inv_scale =
+          Q_MODE == Q_MODE_FP8 ? StoreQRowScale(v[h], sm, n0 + 16 * h, c8) : 1.0f;
       u8* base = sm.q + MlaWgmmaQ16Offset(N, n0 + 16 * h, 8 * c8);
 #pragma unroll
       for (int i = 0; i < CHUNKS; ++i) {
@@ -138,7 +141,7 @@ MLA_INLINE float StoreQ(const QRows& rows, const Smem& sm) {
 #pragma unroll
           for (int j = 0; j < 4; ++j) {
             float lo = Bf16ToFloat(w[j] & 0xffffu), hi = Bf16ToFloat(w[j] >> 16);
-            QuantiseQPair<Q_MODE>(lo, hi, q_scale);
+            QuantiseQPair<Q_MODE>(lo, hi, inv_scale);
             w[j] = PackBf16x2(lo, hi);
           }
         }
