@@ -25,8 +25,8 @@ inline constexpr int kMxfp4ScaleBytes = kHeadDimQk / kMxBlock;
 // Values match the public C enum mlajit_kv_format_t.
 enum class KvFormat : int32_t { kBf16 = 0, kFp8E4m3 = 1, kMxfp4 = 2 };
 // Values match the public C enum mlajit_q_mode_t. kFp8: Q is quantised to fp8
-// e4m3 per query row, one scale (amax / 448) for each token's head of 576
-// values, before the products ("a8").
+// e4m3 per query row, one power-of-two scale (the smallest 2^e with amax <=
+// 448 * 2^e) for each token's head of 576 values, before the products ("a8").
 enum class QMode : int32_t { kBf16 = 0, kFp8 = 1 };
 
 constexpr int KvBytesPerToken(KvFormat f) {

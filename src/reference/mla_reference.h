@@ -24,7 +24,7 @@ struct DecodeProblem {
   int num_heads = 0;                 // 1..128
   KvFormat kv_format = KvFormat::kFp8E4m3;
   QMode q_mode = QMode::kBf16;       // kFp8: Q quantised to fp8 per row (token and head: scale =
-                                     // amax/448 over its 576 values) and dequantised
+                                     // the smallest 2^e with amax <= 448 * 2^e) and dequantised
   bool causal = true;                // row t of a sequence (0-based within the sequence) sees kv tokens j <= kv_len - q_len + t
   float sm_scale = 0;                // > 0, finite
   int page_size = 0;                 // 0: flat; 1,16,32,64,128: paged

@@ -48,6 +48,15 @@ class GpuDecodeTest : public HarnessSuite {
       EXPECT_TRUE(r->lse.Passes(1e-3)) << r->spec << "\n  lse: " << r->lse.ToString();
     }
   }
+  // The same for a batch the test built or edited itself (generated from `c`).
+  void ExpectBatchMatches(reference::Batch b, const BatchConfig& c) {
+    auto db = harness_->UploadBatch(std::move(b), /*write_lse=*/true);
+    ASSERT_TRUE(db.ok()) << db.status();
+    auto r = harness_->Check(**db, {});
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE(r->out.Passes(OutputTolerance(c))) << r->spec << "\n  out: " << r->out.ToString();
+    EXPECT_TRUE(r->lse.Passes(1e-3)) << r->spec << "\n  lse: " << r->lse.ToString();
+  }
 };
 
 // A batch shape: heads, q_len, kv_len (uniform lengths up to it), batch
@@ -291,12 +300,7 @@ TEST_F(GpuDecodeTest, Fp8QScalesEachRowOnItsOwn) {
         bits = reference::FloatToBf16(reference::Bf16ToFloat(bits) * f);
       }
     }
-    auto db = harness_->UploadBatch(std::move(b), /*write_lse=*/true);
-    ASSERT_TRUE(db.ok()) << db.status();
-    auto r = harness_->Check(**db, {});
-    ASSERT_TRUE(r.ok()) << r.status();
-    EXPECT_TRUE(r->out.Passes(OutputTolerance(cfg))) << r->spec << "\n  out: " << r->out.ToString();
-    EXPECT_TRUE(r->lse.Passes(1e-3)) << r->spec << "\n  lse: " << r->lse.ToString();
+    ExpectBatchMatches(std::move(b), cfg);
   }
 }
 
@@ -410,12 +414,7 @@ TEST_F(GpuDecodeTest, Mxfp4BlocksAtEveryDistanceFromTheirTilesLargest) {
           scale = static_cast<uint8_t>(std::max(0, scale - down));
         }
       }
-      auto db = harness_->UploadBatch(std::move(b), /*write_lse=*/true);
-      ASSERT_TRUE(db.ok()) << db.status();
-      auto r = harness_->Check(**db, {});
-      ASSERT_TRUE(r.ok()) << r.status();
-      EXPECT_TRUE(r->out.Passes(OutputTolerance(c))) << r->spec << "\n  out: " << r->out.ToString();
-      EXPECT_TRUE(r->lse.Passes(1e-3)) << r->spec << "\n  lse: " << r->lse.ToString();
+      ExpectBatchMatches(std::move(b), c);
     }
   }
 }
