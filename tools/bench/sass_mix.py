@@ -177,7 +177,10 @@ def main(argv=None):
         print(f"sass_mix.py: no function '{args.function}' (there are: "
               f"{', '.join(functions) or 'none'})", file=sys.stderr)
         return 1
-    report(args.function, functions[args.function], args.top)
+    try:
+        report(args.function, functions[args.function], args.top)
+    except BrokenPipeError:  # a reader such as `head` stopped early
+        sys.stdout = open(os.devnull, "w")
     return 0
 
 
