@@ -111,6 +111,42 @@ TEST(ResultsJson, IsOneDocumentWithEveryCaseAndItsBounds) {
   EXPECT_FALSE(in_string) << json;
 }
 
+TEST(ResultsJson, CarriesThePowerWindowsWhereMeasured) {
+  Ceilings ceilings = AssumedCeilings("assumed");
+  std::vector<CaseResult> results = {Result("fp8", 4, 20, 5), Result("fp8", 32, 80, 0)};
+  PowerWindow w;
+  w.watts = 700;
+  w.device_ms = 1000;
+  w.calls = 4000;  // 250 us a call at 700 W: 0.175 J
+  w.clocks.sm_mhz_median = 1545;
+  w.clocks.energy_steps = 40;
+  results[0].power = w;
+  const std::string without = ResultsJson(ceilings, std::nullopt, {}, 200, 200.0, results);
+  EXPECT_THAT(without, HasSubstr(R"(}},"runs":200,)"));  // the ceilings, then no windows of its own
+  EXPECT_THAT(without, HasSubstr(R"("power":{"watts":700.00,"device_ms":1000.000,"calls":4000,)"
+                                 R"("us_per_call":250.0000,"joules_per_call":0.175,)"
+                                 R"("sm_mhz_median":1545,)"));
+  EXPECT_THAT(without, HasSubstr(R"("power":null)"));  // the second case
+  w.watts = 160;
+  const std::string with =
+      ResultsJson(ceilings, std::nullopt, {}, 200, 200.0, results, {{"waiting", w}, {"fp8", w}});
+  EXPECT_THAT(with, HasSubstr(R"("power":{"waiting":{"watts":160.00,)"));
+  EXPECT_THAT(with, HasSubstr(R"(,"fp8":{"watts":160.00,)"));
+}
+
+TEST(PowerWindow, JoulesAndMicrosecondsPerCall) {
+  PowerWindow w;
+  EXPECT_EQ(w.JoulesPerCall(), 0);  // no calls: no figure, not a division by zero
+  EXPECT_EQ(w.UsPerCall(), 0);
+  w.watts = 500;
+  w.device_ms = 200;
+  w.calls = 1000;
+  EXPECT_DOUBLE_EQ(w.UsPerCall(), 200);
+  EXPECT_DOUBLE_EQ(w.JoulesPerCall(), 0.1);  // 500 W x 0.2 s / 1000
+  EXPECT_THAT(FormatPowerWindow("x", w), HasSubstr("x: 500 W at 0 MHz"));
+  EXPECT_THAT(FormatPowerWindow("x", w), HasSubstr("0.200 ms a call, 0.1000 J a call"));
+}
+
 TEST(CaseName, NamesShapeFormatAndOptions) {
   reference::BatchConfig c;
   c.batch_size = 128;

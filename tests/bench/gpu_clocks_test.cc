@@ -36,6 +36,40 @@ TEST(Summarize, MedianRangeAndReasons) {
   EXPECT_DOUBLE_EQ(s.slowed, 0.6);  // three of five samples
 }
 
+// A sample at time t_ms with the energy counter at mj.
+ClockSample EnergyAt(double t_ms, uint64_t mj) {
+  ClockSample s{1980, 0};
+  s.has_energy = true;
+  s.energy_mj = mj;
+  s.t_ms = t_ms;
+  return s;
+}
+
+TEST(Summarize, PowerIsTheCountersRiseBetweenItsFirstAndLastSteps) {
+  // The counter steps every 10 ms by 7 J (700 W); samples every ms. Before
+  // its first step the counter's value is old, so the window starts there.
+  std::vector<ClockSample> samples;
+  uint64_t mj = 5'000'000;
+  for (int t = 0; t <= 100; ++t) {
+    if (t > 3 && (t - 3) % 10 == 0) mj += 7000;
+    samples.push_back(EnergyAt(t, mj));
+  }
+  const ClockSummary s = Summarize(samples);
+  EXPECT_EQ(s.energy_steps, 9);    // at 13, 23, ..., 93 ms
+  EXPECT_DOUBLE_EQ(s.watts, 700);  // 8 x 7 J over 80 ms
+}
+
+TEST(Summarize, NoPowerWithoutTwoStepsOrWithoutACounter) {
+  std::vector<ClockSample> one_step = {EnergyAt(0, 100), EnergyAt(1, 100), EnergyAt(2, 150),
+                                       EnergyAt(3, 150)};
+  EXPECT_EQ(Summarize(one_step).energy_steps, 1);
+  EXPECT_EQ(Summarize(one_step).watts, 0);
+  std::vector<ClockSample> no_counter = {{1980, 0}, {1980, 0}, {1965, 0}};
+  EXPECT_EQ(Summarize(no_counter).energy_steps, 0);
+  EXPECT_EQ(Summarize(no_counter).watts, 0);
+  EXPECT_TRUE(Summarize(no_counter).available);  // the clocks still count
+}
+
 TEST(Summarize, NoSamplesIsUnavailable) {
   const ClockSummary s = Summarize({});
   EXPECT_FALSE(s.available);

@@ -31,7 +31,11 @@
 // --sm-fill, how fast bulk copies fill one SM's shared memory, from L2 and
 // from DRAM, at 1 to every SM busy (sm_fill.h): the ceiling of kernels that
 // stream whole tiles into shared memory; and whether a tile split between
-// L2 and the other SM of a cluster fills faster (sm_exchange.h).
+// L2 and the other SM of a cluster fills faster (sm_exchange.h). With
+// --power, the average power of a second of each case's calls back to back,
+// of each ceiling's kernel and of SMs that only wait (power.h: NVML's energy
+// counter), and the energy a call takes: where a case runs at the board's
+// power limit, its speed is what its energy a call allows.
 //
 // Two figures about launch overhead sit next to the device times:
 //  - graph_us: one call captured into a graph, replayed --runs times back to
@@ -73,6 +77,7 @@
 #include "tools/bench/device_timing.h"
 #include "tools/bench/gpu_clocks.h"
 #include "tools/bench/launch_floor.h"
+#include "tools/bench/power.h"
 #include "tools/bench/roofline.h"
 #include "tools/bench/schedule_report.h"
 #include "tools/bench/sm_exchange.h"
@@ -254,7 +259,7 @@ absl::StatusOr<SmBounds> PlanBounds(DecodeHarness& h, const DeviceBatch& db,
 
 absl::StatusOr<CaseResult> RunCase(DecodeHarness& h, const Case& c, const Ceilings& ceilings,
                                    int runs, double warmup_ms, bool check, const StreamHold& hold,
-                                   ClockMonitor* clocks) {
+                                   ClockMonitor* clocks, double power_ms) {
   CaseResult r;
   r.c = c;
   MLAJIT_ASSIGN_OR_RETURN(std::unique_ptr<DeviceBatch> db, h.Upload(c.config, false));
@@ -364,6 +369,16 @@ absl::StatusOr<CaseResult> RunCase(DecodeHarness& h, const Case& c, const Ceilin
   MLAJIT_ASSIGN_OR_RETURN(r.graph_us,
                           GraphReplayUs(b, dev, stream, db->plan, db->args, runs, ev[0],
                                         ev[1], CaseName(c.config)));
+  // Power: calls back to back for power_ms, after everything timed above.
+  if (power_ms > 0) {
+    PowerWindow w;
+    if (absl::Status s = MeasurePower(b, dev, stream, decode, clocks, power_ms, &w); s.ok()) {
+      r.power = w;
+    } else {
+      std::fprintf(stderr, "%s: power: %s\n", CaseName(c.config).c_str(),
+                   std::string(s.message()).c_str());
+    }
+  }
   for (auto e : ev) (void)b->DestroyEvent(dev, e);
   (void)b->DestroyStream(dev, stream);
   return r;
@@ -447,6 +462,7 @@ int Main(int argc, char** argv) {
   bool measure_ceilings = true;
   bool launch_floor = false;  // also time empty kernels launched like a call (launch_floor.h)
   bool sm_fill = false;       // also measure one SM's fill rate by bulk copies (sm_fill.h)
+  double power_ms = 0;        // > 0: also each case's and each ceiling's power (power.h)
   double warmup_ms = 200;  // device time before each case's (and ceiling's) timed calls
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -489,6 +505,15 @@ int Main(int argc, char** argv) {
       launch_floor = true;
     } else if (a == "--sm-fill") {
       sm_fill = true;
+    } else if (a == "--power") {
+      power_ms = 1000;
+    } else if (a == "--power-ms") {
+      const std::string ms = next();
+      if (!absl::SimpleAtod(ms, &power_ms) || !(power_ms >= 100 && power_ms <= 60000)) {
+        std::fprintf(stderr, "mlajit_bench: --power-ms '%s': expected milliseconds in 100..60000\n",
+                     ms.c_str());
+        return 2;
+      }
     } else if (a == "--schedule") {
       schedule_target = next();
       if (schedule_target.empty()) {
@@ -519,6 +544,10 @@ int Main(int argc, char** argv) {
           "                    [--sm-fill]  (also: how fast bulk copies fill one SM's shared\n"
           "                                memory from L2 and from DRAM, 1 to every SM busy,\n"
           "                                and with part of a tile from the cluster's other SM)\n"
+          "                    [--power | --power-ms MS]  (also: the average power, from\n"
+          "                                NVML's energy counter, of MS ms (default 1000) of\n"
+          "                                each case's calls back to back, of each ceiling's\n"
+          "                                kernel and of SMs that only wait; J a call)\n"
           "                    [--tune]   (mlajit_tune each case first; the timed plans then\n"
           "                                use the recorded shapes)\n"
           "                    [--step-layers L]   (also: a device-planned step of L decode\n"
@@ -564,9 +593,37 @@ int Main(int argc, char** argv) {
   }
   FirstCallCosts(cases.front());
   HostCostBreakdown(**h);
-  const Ceilings ceilings = measure_ceilings
-                                ? MeasureCeilings((*h)->backend(), (*h)->device(), warmup_ms)
-                                : AssumedCeilings("assumed (DESIGN.md, H200): --ceilings assumed");
+  std::unique_ptr<ClockMonitor> clocks = OpenClockMonitor(**h);
+  std::vector<NamedPowerWindow> power;  // the waiting SMs' and the ceilings' windows
+  AfterCeiling power_of_ceiling = nullptr;
+  if (power_ms > 0) {
+    PowerWindow w;
+    if (absl::Status s =
+            MeasureWaitingPower((*h)->backend(), (*h)->device(), clocks.get(), power_ms, &w);
+        s.ok()) {
+      power.push_back({"waiting", w});
+      std::printf("power: %s\n", FormatPowerWindow("every SM waiting on its clock", w).c_str());
+    } else {
+      std::fprintf(stderr, "power: waiting SMs: %s\n", std::string(s.message()).c_str());
+    }
+    power_of_ceiling = [&](const char* name, gpu::StreamHandle stream,
+                           const EnqueueCall& enqueue) -> absl::StatusOr<int> {
+      PowerWindow w;
+      const absl::Status s = MeasurePower((*h)->backend(), (*h)->device(), stream, enqueue,
+                                          clocks.get(), power_ms, &w);
+      if (s.ok()) {
+        power.push_back({name, w});
+        std::printf("power: %s\n", FormatPowerWindow(absl::StrCat(name, " ceiling"), w).c_str());
+      } else {
+        std::fprintf(stderr, "power: %s ceiling: %s\n", name, std::string(s.message()).c_str());
+      }
+      return w.enqueued;
+    };
+  }
+  const Ceilings ceilings =
+      measure_ceilings
+          ? MeasureCeilings((*h)->backend(), (*h)->device(), warmup_ms, power_of_ceiling)
+          : AssumedCeilings("assumed (DESIGN.md, H200): --ceilings assumed");
   std::printf("ceilings: read %.3f TB/s, %s\n", ceilings.read.value * 1e-12,
               ceilings.read.how.c_str());
   std::printf("ceilings: fp8 %.0f TFLOP/s, %s\n", ceilings.fp8.value * 1e-12,
@@ -615,7 +672,6 @@ int Main(int argc, char** argv) {
     }
     for (const SmExchange& e : *exchanges) std::printf("%s\n", FormatSmExchange(e).c_str());
   }
-  std::unique_ptr<ClockMonitor> clocks = OpenClockMonitor(**h);
   absl::StatusOr<std::unique_ptr<StreamHold>> hold =
       StreamHold::Load((*h)->backend(), (*h)->device());
   if (!hold.ok()) {
@@ -632,7 +688,7 @@ int Main(int argc, char** argv) {
         return 1;
       }
     }
-    auto r = RunCase(**h, c, ceilings, runs, warmup_ms, check, **hold, clocks.get());
+    auto r = RunCase(**h, c, ceilings, runs, warmup_ms, check, **hold, clocks.get(), power_ms);
     if (!r.ok()) {
       std::fprintf(stderr, "%s: %s\n", CaseName(c.config).c_str(),
                    std::string(r.status().message()).c_str());
@@ -645,6 +701,15 @@ int Main(int argc, char** argv) {
                  check && !r->passed ? " (MISMATCH)" : "", r->plan_json.c_str());
   }
   std::printf("%s", ResultsTable(results, check).c_str());
+  if (power_ms > 0) {
+    std::printf("\n");
+    for (const CaseResult& r : results) {
+      if (!r.power) continue;
+      std::printf(
+          "power: %s\n",
+          FormatPowerWindow(absl::StrCat(r.c.suite, " ", CaseName(r.c.config)), *r.power).c_str());
+    }
+  }
   if (step_layers > 0) {
     std::printf("\n");
     // Each case twice: as a plan sized by limits alone, and as one given the
@@ -661,7 +726,7 @@ int Main(int argc, char** argv) {
   }
   if (!json_path.empty()) {
     std::ofstream out(json_path);
-    out << ResultsJson(ceilings, floor, chains, runs, warmup_ms, results) << "\n";
+    out << ResultsJson(ceilings, floor, chains, runs, warmup_ms, results, power) << "\n";
   }
   bool all_ok = true;
   for (const CaseResult& r : results) all_ok &= !check || r.passed;

@@ -98,7 +98,8 @@ std::string ResultsTable(const std::vector<CaseResult>& results, bool checked) {
 
 std::string ResultsJson(const Ceilings& ceilings, const std::optional<LaunchFloor>& floor,
                         const std::vector<ChainFloor>& chains, int runs, double warmup_ms,
-                        const std::vector<CaseResult>& results) {
+                        const std::vector<CaseResult>& results,
+                        const std::vector<NamedPowerWindow>& power) {
   std::ostringstream out;
   auto ceiling_json = [](const Ceiling& c) {
     return absl::StrFormat("{\"value\":%.6g,\"measured\":%s,\"how\":\"%s\"}", c.value,
@@ -137,6 +138,13 @@ std::string ResultsJson(const Ceilings& ceilings, const std::optional<LaunchFloo
     }
     out << "]";
   }
+  if (!power.empty()) {
+    out << ",\"power\":{";
+    for (size_t i = 0; i < power.size(); ++i) {
+      out << (i ? "," : "") << "\"" << power[i].name << "\":" << PowerWindowJson(&power[i].window);
+    }
+    out << "}";
+  }
   out << ",\"runs\":" << runs << ",\"warmup_ms\":" << warmup_ms << ",\"cases\":[";
   for (size_t i = 0; i < results.size(); ++i) {
     const CaseResult& r = results[i];
@@ -155,7 +163,8 @@ std::string ResultsJson(const Ceilings& ceilings, const std::optional<LaunchFloo
                 : "null")
         << ",\"rel_err\":" << r.rel_err << ",\"passed\":" << (r.passed ? "true" : "false")
         << ",\"checked\":" << (r.checked ? "true" : "false") << ",\"copies\":" << r.copies
-        << ",\"clocks\":" << ClocksJson(r.clocks) << ",\"times_us\":["
+        << ",\"clocks\":" << ClocksJson(r.clocks)
+        << ",\"power\":" << PowerWindowJson(r.power ? &*r.power : nullptr) << ",\"times_us\":["
         << absl::StrJoin(r.times_us, ",",
                          [](std::string* o, double t) { absl::StrAppendFormat(o, "%.2f", t); })
         << "]"

@@ -16,6 +16,7 @@
 #include "tools/bench/chain_floor.h"
 #include "tools/bench/gpu_clocks.h"
 #include "tools/bench/launch_floor.h"
+#include "tools/bench/power.h"
 #include "tools/bench/schedule_report.h"
 
 namespace mlajit::bench {
@@ -47,6 +48,14 @@ struct CaseResult {
   std::string plan_json;         // mlajit_plan_describe_json of the timed plan
   std::vector<double> times_us;  // every per-call time in call order; call i used copy i % copies
   ClockSummary clocks;           // over the per-call timed runs (the median's window)
+  std::optional<PowerWindow> power;  // --power: calls back to back, power.h
+};
+
+// A power window of the bench's own work (--power): the waiting SMs and
+// each ceiling's kernel, by name.
+struct NamedPowerWindow {
+  std::string name;
+  PowerWindow window;
 };
 
 // The JSON object of a case's clock summary ("null" without NVML).
@@ -58,10 +67,12 @@ std::string ClocksJson(const ClockSummary& k);
 std::string ResultsTable(const std::vector<CaseResult>& results, bool checked);
 
 // The --json document: the ceilings, the launch and chain floors when
-// measured, and every case with its per-call times and plan.
+// measured, the power windows of the bench's own kernels when measured, and
+// every case with its per-call times and plan.
 std::string ResultsJson(const Ceilings& ceilings, const std::optional<LaunchFloor>& floor,
                         const std::vector<ChainFloor>& chains, int runs, double warmup_ms,
-                        const std::vector<CaseResult>& results);
+                        const std::vector<CaseResult>& results,
+                        const std::vector<NamedPowerWindow>& power = {});
 
 }  // namespace mlajit::bench
 

@@ -72,7 +72,8 @@ uint32_t ExpectedReadChecksum(uint64_t bytes, uint8_t fill, int passes) {
   return static_cast<uint32_t>(bytes / 4) * word * static_cast<uint32_t>(passes);
 }
 
-absl::StatusOr<Ceiling> MeasureReadBandwidth(gpu::Backend* backend, int device, double warmup_ms) {
+absl::StatusOr<Ceiling> MeasureReadBandwidth(gpu::Backend* backend, int device, double warmup_ms,
+                                             const AfterCeiling& after) {
   MLAJIT_ASSIGN_OR_RETURN(gpu::DeviceProperties props, backend->GetDeviceProperties(device));
   MLAJIT_ASSIGN_OR_RETURN(
       std::unique_ptr<BenchKernel> read,
@@ -108,10 +109,15 @@ absl::StatusOr<Ceiling> MeasureReadBandwidth(gpu::Backend* backend, int device, 
                           WarmUp(backend, device, stream.get(), launch, kWarmupCalls, warmup_ms));
   MLAJIT_ASSIGN_OR_RETURN(double ms,
                           MedianDeviceMs(backend, device, stream.get(), launch, kTimedRuns));
+  int after_calls = 0;
+  if (after) {
+    MLAJIT_ASSIGN_OR_RETURN(after_calls, after("read", stream.get(), launch));
+  }
   uint32_t got = 0;
   MLAJIT_RETURN_IF_ERROR(backend->MemcpyDtoH(device, &got, checksum.ptr(), 4, stream.get()));
   MLAJIT_RETURN_IF_ERROR(backend->StreamSynchronize(device, stream.get()));
-  const uint32_t expected = ExpectedReadChecksum(bytes, kFill, warmup_calls + kTimedRuns);
+  const uint32_t expected =
+      ExpectedReadChecksum(bytes, kFill, warmup_calls + kTimedRuns + after_calls);
   if (got != expected) {
     return absl::InternalError(absl::StrFormat(
         "streaming read: checksum 0x%08x, expected 0x%08x: the kernel did not read every word", got,
@@ -123,7 +129,8 @@ absl::StatusOr<Ceiling> MeasureReadBandwidth(gpu::Backend* backend, int device, 
                                  bytes / double(1 << 30), grid, kReadBlock, kTimedRuns, warmup_ms)};
 }
 
-Ceilings MeasureCeilings(gpu::Backend* backend, int device, double warmup_ms) {
+Ceilings MeasureCeilings(gpu::Backend* backend, int device, double warmup_ms,
+                         const AfterCeiling& after) {
   const Ceilings assumed = AssumedCeilings("");
   Ceilings c;
   auto take = [&](const char* name, absl::StatusOr<Ceiling> measured, const Ceiling& fallback,
@@ -137,10 +144,13 @@ Ceilings MeasureCeilings(gpu::Backend* backend, int device, double warmup_ms) {
                  why.c_str());
     *out = {fallback.value, false, absl::StrCat("assumed (DESIGN.md, H200): ", why)};
   };
-  take("read bandwidth", MeasureReadBandwidth(backend, device, warmup_ms), assumed.read, &c.read);
-  take("fp8 matmul rate", MeasureMatmulRate(backend, device, MatmulInputs::kFp8E4m3, warmup_ms),
+  take("read bandwidth", MeasureReadBandwidth(backend, device, warmup_ms, after), assumed.read,
+       &c.read);
+  take("fp8 matmul rate",
+       MeasureMatmulRate(backend, device, MatmulInputs::kFp8E4m3, warmup_ms, 8192, after),
        assumed.fp8, &c.fp8);
-  take("bf16 matmul rate", MeasureMatmulRate(backend, device, MatmulInputs::kBf16, warmup_ms),
+  take("bf16 matmul rate",
+       MeasureMatmulRate(backend, device, MatmulInputs::kBf16, warmup_ms, 8192, after),
        assumed.bf16, &c.bf16);
   return c;
 }

@@ -21,10 +21,12 @@
 #define MLAJIT_TOOLS_BENCH_CEILINGS_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "src/gpu/backend.h"
+#include "tools/bench/device_timing.h"
 
 namespace mlajit::bench {
 
@@ -40,20 +42,29 @@ struct Ceilings {
   Ceiling bf16;  // FLOP/s, bf16 inputs
 };
 
+// Called after a ceiling's timed runs with its stream and its work, for more
+// calls of the same work (the bench's power windows, power.h); returns how
+// many calls it enqueued. `ceiling` is "read", "fp8" or "bf16".
+using AfterCeiling = std::function<absl::StatusOr<int>(
+    const char* ceiling, gpu::StreamHandle stream, const EnqueueCall& enqueue)>;
+
 // DESIGN.md §3's figures, measured once on an H200: 4.45 TB/s, 1260 and 680
 // TFLOP/s. `why` becomes each ceiling's `how`.
 Ceilings AssumedCeilings(const std::string& why);
 
 // Streaming read of min(2 GiB, an eighth of the device's memory); bytes/s.
-absl::StatusOr<Ceiling> MeasureReadBandwidth(gpu::Backend* backend, int device, double warmup_ms);
+absl::StatusOr<Ceiling> MeasureReadBandwidth(gpu::Backend* backend, int device, double warmup_ms,
+                                             const AfterCeiling& after = nullptr);
 
 enum class MatmulInputs { kFp8E4m3, kBf16 };
 // cublasLt on an n x n x n product (n a multiple of 16); FLOP/s.
 absl::StatusOr<Ceiling> MeasureMatmulRate(gpu::Backend* backend, int device, MatmulInputs inputs,
-                                          double warmup_ms, int n = 8192);
+                                          double warmup_ms, int n = 8192,
+                                          const AfterCeiling& after = nullptr);
 
 // All three, each falling back to its assumed value (the reason on stderr).
-Ceilings MeasureCeilings(gpu::Backend* backend, int device, double warmup_ms);
+Ceilings MeasureCeilings(gpu::Backend* backend, int device, double warmup_ms,
+                         const AfterCeiling& after = nullptr);
 
 // The check of one output element, exposed for the CPU tests (the inputs
 // and outputs are decoded with reference::Fp8E4m3ToFloat and Bf16ToFloat).

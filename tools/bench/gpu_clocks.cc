@@ -34,6 +34,7 @@ struct ClockMonitor::Api {
   int (*clock)(NvmlDevice, int, unsigned*) = nullptr;
   int (*power_limit)(NvmlDevice, unsigned*) = nullptr;
   int (*reasons)(NvmlDevice, unsigned long long*) = nullptr;
+  int (*energy)(NvmlDevice, unsigned long long*) = nullptr;  // optional (Volta and later)
   bool initialised = false;
 
   ~Api() {
@@ -76,6 +77,22 @@ ClockSummary Summarize(const std::vector<ClockSample>& samples) {
   s.sm_mhz_min = mhz.front();
   s.sm_mhz_max = mhz.back();
   s.sm_mhz_median = mhz[mhz.size() / 2];
+  // The counter's changes: the first sample of each new value dates a step.
+  const ClockSample* first = nullptr;
+  const ClockSample* last = nullptr;
+  const ClockSample* previous = nullptr;
+  for (const ClockSample& c : samples) {
+    if (!c.has_energy) continue;
+    if (previous != nullptr && c.energy_mj != previous->energy_mj) {
+      if (first == nullptr) first = &c;
+      last = &c;
+      ++s.energy_steps;
+    }
+    previous = &c;
+  }
+  if (s.energy_steps >= 2 && last->t_ms > first->t_ms && last->energy_mj > first->energy_mj) {
+    s.watts = static_cast<double>(last->energy_mj - first->energy_mj) / (last->t_ms - first->t_ms);
+  }
   return s;
 }
 
@@ -96,6 +113,7 @@ absl::StatusOr<std::unique_ptr<ClockMonitor>> ClockMonitor::Open(const std::stri
   if (!bind(api->reasons, "nvmlDeviceGetCurrentClocksEventReasons")) {
     bind(api->reasons, "nvmlDeviceGetCurrentClocksThrottleReasons");
   }
+  bind(api->energy, "nvmlDeviceGetTotalEnergyConsumption");
   for (auto [ok, symbol] : {std::pair{bind(api->init, "nvmlInit_v2"), "nvmlInit_v2"},
                             {bind(api->shutdown, "nvmlShutdown"), "nvmlShutdown"},
                             {bind(api->error_string, "nvmlErrorString"), "nvmlErrorString"},
@@ -142,6 +160,13 @@ ClockSample ClockMonitor::Sample() {
   if (api_->clock(api_->device, kNvmlClockSm, &s.sm_mhz) != 0) s.sm_mhz = 0;
   unsigned long long reasons = 0;
   if (api_->reasons(api_->device, &reasons) == 0) s.reasons = reasons;
+  unsigned long long mj = 0;
+  if (api_->energy != nullptr && api_->energy(api_->device, &mj) == 0) {
+    s.has_energy = true;
+    s.energy_mj = mj;
+  }
+  s.t_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - origin_).count();
   return s;
 }
 
@@ -151,6 +176,7 @@ void ClockMonitor::Start() {
     absl::MutexLock lock(&mu_);
     samples_.clear();
   }
+  origin_ = std::chrono::steady_clock::now();
   stop_ = std::make_unique<absl::Notification>();
   thread_ = std::thread([this] {
     do {

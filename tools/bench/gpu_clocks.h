@@ -15,6 +15,7 @@
 #ifndef MLAJIT_TOOLS_BENCH_GPU_CLOCKS_H_
 #define MLAJIT_TOOLS_BENCH_GPU_CLOCKS_H_
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -46,6 +47,11 @@ std::string ClockReasonNames(uint64_t reasons);
 struct ClockSample {
   unsigned sm_mhz = 0;
   uint64_t reasons = 0;
+  // NVML's energy counter (mJ since the driver loaded), when the driver has
+  // one, and when it was read (ms since the monitor's Start).
+  bool has_energy = false;
+  uint64_t energy_mj = 0;
+  double t_ms = 0;
 };
 
 struct ClockSummary {
@@ -58,11 +64,17 @@ struct ClockSummary {
   // driver updates them too coarsely for windows of a few milliseconds: they
   // disagreed with the samples on the H200 (RESULTS.md v24).
   double slowed = 0;
+  // Average power: the energy counter's rise between its first and last
+  // change in the window over the time between them (the driver updates the
+  // counter in steps, so only its changes are dated; a window needs a few
+  // hundred ms to hold enough of them). 0 with fewer than two changes.
+  double watts = 0;
+  int energy_steps = 0;  // counter changes seen
 };
 
-// Median / min / max of the samples' clocks, the union of their reasons and
-// the share slowed. (No power figure: NVML's reading is averaged by the driver
-// and lags windows this short.)
+// Median / min / max of the samples' clocks, the union of their reasons, the
+// share slowed and the average power. (NVML's own power reading is averaged
+// by the driver over about a second and lags; the energy counter does not.)
 ClockSummary Summarize(const std::vector<ClockSample>& samples);
 
 class ClockMonitor {
@@ -78,8 +90,8 @@ class ClockMonitor {
   // "NVIDIA H200, power limit 700 W, SM clock 1980 MHz now, clock reasons
   // none" (for the log).
   std::string Describe();
-  // Samples the SM clock and the reasons every millisecond on a thread of its
-  // own until Stop().
+  // Samples the SM clock, the reasons and the energy counter every
+  // millisecond on a thread of its own until Stop().
   void Start();
   ClockSummary Stop();
 
@@ -89,6 +101,7 @@ class ClockMonitor {
   ClockSample Sample();
 
   std::unique_ptr<Api> api_;
+  std::chrono::steady_clock::time_point origin_;
   std::thread thread_;
   std::unique_ptr<absl::Notification> stop_;
   absl::Mutex mu_;

@@ -127,7 +127,7 @@ float Element(MatmulInputs inputs, const std::vector<uint8_t>& m, size_t index) 
 }  // namespace
 
 absl::StatusOr<Ceiling> MeasureMatmulRate(gpu::Backend* backend, int device, MatmulInputs inputs,
-                                          double warmup_ms, int n) {
+                                          double warmup_ms, int n, const AfterCeiling& after) {
   if (backend->vendor() != gpu::Vendor::kNvidia) {
     return absl::UnimplementedError("tensor rate is measured with cublasLt, NVIDIA only");
   }
@@ -211,6 +211,9 @@ absl::StatusOr<Ceiling> MeasureMatmulRate(gpu::Backend* backend, int device, Mat
   };
   MLAJIT_RETURN_IF_ERROR(WarmUp(backend, device, stream, enqueue, 3, warmup_ms).status());
   MLAJIT_ASSIGN_OR_RETURN(double ms, MedianDeviceMs(backend, device, stream, enqueue, 20));
+  if (after) {
+    MLAJIT_RETURN_IF_ERROR(after(fp8 ? "fp8" : "bf16", stream, enqueue).status());
+  }
 
   // A few output elements against the host's dot product.
   std::vector<uint16_t> d(elements);
