@@ -29,7 +29,9 @@ Stages (ARGS after the first colon):
   probes                the launch floor, chain floors and SM fill probes
   ab:ENV=V[;ENV=V]@CASE[+CASE]
                         the cases with and without the settings, alternating,
-                        --rounds times each; medians side by side
+                        --rounds times each; medians side by side (and, with
+                        --power-ms, joules a call: the sharper figure for
+                        calls at the power limit, RESULTS.md v84-v85)
   sweep:ENV=V1|V2[|..][;ENV=V]@CASE[+CASE]
                         one A/B per value of the setting with alternatives,
                         all against one default arm: each round runs the
@@ -142,6 +144,8 @@ def plan_stage(index, spec, args):
     bench = os.path.join(args.build_dir, "tools", "bench", "mlajit_bench")
     stage = Stage(kind, f"{index:02d}-{slug_of(spec)}")
     runs = ["--runs", str(args.runs)] if args.runs else []
+    if args.power_ms:  # the bench's power windows (power.h) on every timed stage
+        runs += ["--power-ms", f"{args.power_ms:g}"]
     if kind == "build":
         if rest:
             raise SpecError(f"stage '{spec}': build takes no arguments")
@@ -262,18 +266,21 @@ def run_step(argv, env, out_path, cwd, timeout):
 
 
 def cases_of(path):
-    """{case name: (median µs, median SM MHz or None, rel. error, passed)}
-    from one bench JSON; rel. error and passed are None for a case timed
-    unchecked (--no-check)."""
+    """{case name: (median µs, median SM MHz or None, rel. error, passed,
+    mJ a call or None)} from one bench JSON; rel. error and passed are None
+    for a case timed unchecked (--no-check), mJ where no power window ran."""
     with open(path) as f:
         doc = json.load(f)
     out = {}
     for c in doc.get("cases", []):
         clocks = c.get("clocks") or {}
+        power = c.get("power") or {}
         checked = c.get("checked", True)
+        joules = power.get("joules_per_call")
         out[c["case"]] = (c["median_us"], clocks.get("sm_mhz_median"),
                           c.get("rel_err") if checked else None,
-                          c.get("passed", True) if checked else None)
+                          c.get("passed", True) if checked else None,
+                          1e3 * joules if joules is not None else None)
     return out
 
 
@@ -281,7 +288,8 @@ def ab_table(out_dir, runs, variant="variant"):
     """Markdown rows: each case's medians per round for the arm `variant` and
     the default, the change of the variant's mean against the default's, each
     arm's SM clock (a change of clock between the arms is not the kernel's)
-    and its largest relative error against the CPU reference."""
+    and its largest relative error against the CPU reference; where the runs
+    had power windows, each round's mJ a call and the change of their mean."""
     per = {}  # case -> arm -> [(median, MHz, rel. error, passed) per round]
     for arm, _, name in runs:
         path = os.path.join(out_dir, name)
@@ -289,11 +297,14 @@ def ab_table(out_dir, runs, variant="variant"):
             continue
         for case, result in cases_of(path).items():
             per.setdefault(case, {}).setdefault(arm, []).append(result)
+    energy = any(r[4] is not None for arms in per.values() for rs in arms.values() for r in rs)
     rows = ["| case | variant (µs, each round) | default | change | MHz, variant / default "
-            "| rel. error, variant / default |", "|---|---|---|---:|---|---|"]
+            "| rel. error, variant / default |" + (" mJ a call, variant / default | change |"
+                                                    if energy else ""),
+            "|---|---|---|---:|---|---|" + ("---|---:|" if energy else "")]
     for case, arms in per.items():
         v, d = arms.get(variant, []), arms.get("default", [])
-        mean = lambda xs: sum(x[0] for x in xs) / len(xs)
+        mean = lambda xs, i=0: sum(x[i] for x in xs) / len(xs)
         change = f"{100 * (mean(v) / mean(d) - 1):+.1f} %" if v and d else "-"
         fmt = lambda xs: " / ".join(f"{x[0]:.2f}" for x in xs) or "-"
         mhz = lambda xs: ",".join(str(x[1]) for x in xs if x[1] is not None) or "-"
@@ -305,8 +316,15 @@ def ab_table(out_dir, runs, variant="variant"):
             failed = " FAILED" if any(x[3] is False for x in xs) else ""
             return (f"{max(errors):.2e}" if errors else "-") + failed
 
-        rows.append(f"| {case} | {fmt(v)} | {fmt(d)} | {change} | {mhz(v)} / {mhz(d)} "
-                    f"| {err(v)} / {err(d)} |")
+        row = (f"| {case} | {fmt(v)} | {fmt(d)} | {change} | {mhz(v)} / {mhz(d)} "
+               f"| {err(v)} / {err(d)} |")
+        if energy:
+            mj = lambda xs: " / ".join(f"{x[4]:.2f}" for x in xs if x[4] is not None) or "-"
+            with_mj = lambda xs: [x for x in xs if x[4] is not None]
+            ev, ed = with_mj(v), with_mj(d)
+            mj_change = (f"{100 * (mean(ev, 4) / mean(ed, 4) - 1):+.1f} %" if ev and ed else "-")
+            row += f" {mj(v)} / {mj(d)} | {mj_change} |"
+        rows.append(row)
     return rows
 
 
@@ -346,6 +364,9 @@ def main(argv=None, runner=run_step):
     ap.add_argument("--budget-s", type=float, default=0, help="wall-clock budget (0: none)")
     ap.add_argument("--rounds", type=int, default=2, help="A/B rounds per arm (2)")
     ap.add_argument("--runs", type=int, default=0, help="timed calls per case (bench default)")
+    ap.add_argument("--power-ms", type=float, default=0,
+                    help="also each case's power window of MS ms (mlajit_bench --power-ms; "
+                         "0: none)")
     ap.add_argument("--test-jobs", type=int, default=1,
                     help="GPU tests run at once (1); their kernel compiles are most of their time")
     ap.add_argument("--dry-run", action="store_true", help="print the commands only")
@@ -354,6 +375,8 @@ def main(argv=None, runner=run_step):
         ap.error(f"--rounds {args.rounds} / --test-jobs {args.test_jobs} / --runs {args.runs} / "
                  f"--budget-s {args.budget_s}: expected rounds and test jobs >= 1 and no "
                  "negative value")
+    if args.power_ms and not 100 <= args.power_ms <= 60000:
+        ap.error(f"--power-ms {args.power_ms:g}: expected 0 (none) or 100..60000")
     args.out = os.path.abspath(args.out)
     args.build_dir = os.path.abspath(args.build_dir)
     args.scratch = os.path.abspath(args.scratch)

@@ -111,6 +111,14 @@ class PlanTest(unittest.TestCase):
         self.assertRegex(lines[0], r"--suite default,bf16 --json 01-standing-default-bf16\.json "
                                    r"--runs 300 >")
 
+    def test_power_windows_reach_every_timed_bench_run(self):
+        _, lines = dry_run("--power-ms", "1000", "standing:default", "ab:X=1@4,4,8192,32,bf16")
+        self.assertEqual(len(lines), 5)  # standing, then two rounds of two arms
+        for line in lines:
+            self.assertIn(" --power-ms 1000 ", line)
+        _, lines = dry_run("standing:default")
+        self.assertNotIn("--power-ms", lines[0])
+
     def test_build_and_tests(self):
         os.environ["MLAJIT_CMAKE_ARGS"] = "-DCMAKE_PREFIX_PATH=/opt/deps/usr"
         try:
@@ -159,6 +167,11 @@ class ErrorTest(unittest.TestCase):
     def test_standing_needs_suites(self):
         self.check("standing", "expected standing:SUITES")
 
+    def test_bad_power_window(self):
+        code, err = usage_error(self, "--power-ms", "50", "standing:default")
+        self.assertEqual(code, 2)
+        self.assertIn("--power-ms 50: expected 0 (none) or 100..60000", err)
+
     def test_bad_rounds(self):
         for flag in ("--rounds", "--test-jobs"):
             code, err = usage_error(self, flag, "0", "probes")
@@ -166,10 +179,12 @@ class ErrorTest(unittest.TestCase):
             self.assertIn(f"{flag} 0", err)
 
 
-def bench_json(medians, mhz, rel_err, passed=True, checked=True):
+def bench_json(medians, mhz, rel_err, passed=True, checked=True, joules=None):
     return json.dumps({"cases": [{"case": c, "median_us": us, "rel_err": rel_err,
                                   "passed": passed, "checked": checked,
-                                  "clocks": {"sm_mhz_median": mhz}}
+                                  "clocks": {"sm_mhz_median": mhz},
+                                  "power": None if joules is None else
+                                  {"watts": 690.0, "joules_per_call": joules}}
                                  for c, us in medians.items()]})
 
 
@@ -253,6 +268,21 @@ class RunTest(unittest.TestCase):
         table = campaign.ab_table(self.out, [("variant", None, "v.json"), ("default", None, "d.json")])
         self.assertEqual(table[2], "| (4,4,8192,32) bf16 | 31.00 | 37.00 | -16.2 % | 1980 / 1980 "
                                    "| unchecked / unchecked |")
+
+    def test_power_windows_add_joules_a_call_and_their_change(self):
+        runs = []
+        for r, (v_j, d_j) in enumerate([(0.1470, 0.1455), (0.1480, 0.1457)]):
+            for arm, us, j in (("variant", 206.0, v_j), ("default", 205.0, d_j)):
+                name = f"{arm}{r}.json"
+                with open(os.path.join(self.out, name), "w") as f:
+                    f.write(bench_json({"(64,1,8192,128) fp8_e4m3 a8": us}, 1485, 2e-3, joules=j))
+                runs.append((arm, r + 1, name))
+        table = campaign.ab_table(self.out, runs)
+        self.assertIn("| mJ a call, variant / default | change |", table[0])
+        self.assertEqual(table[2], "| (64,1,8192,128) fp8_e4m3 a8 | 206.00 / 206.00 "
+                                   "| 205.00 / 205.00 | +0.5 % | 1485,1485 / 1485,1485 "
+                                   "| 2.00e-03 / 2.00e-03 | 147.00 / 148.00 / 145.50 / 145.70 "
+                                   "| +1.3 % |")
 
     def test_no_step_starts_once_the_budget_is_spent(self):
         rc = campaign.main(["--out", self.out, "--budget-s", "0.5", "probes", "tests"],
