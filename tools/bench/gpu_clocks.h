@@ -77,13 +77,22 @@ struct ClockSummary {
 // by the driver over about a second and lags; the energy counter does not.)
 ClockSummary Summarize(const std::vector<ClockSample>& samples);
 
-class ClockMonitor {
+// What samples a window of work: Start before it, Stop after, the summary
+// of what was seen between (ClockMonitor; tests substitute their own).
+class WindowSampler {
+ public:
+  virtual ~WindowSampler() = default;
+  virtual void Start() = 0;
+  virtual ClockSummary Stop() = 0;
+};
+
+class ClockMonitor : public WindowSampler {
  public:
   // NVML for the device at `pci_bus_id` ("0000:41:00.0", as the CUDA backend
   // reports it). kFailedPrecondition when NVML or the device cannot be
   // opened, saying why.
   static absl::StatusOr<std::unique_ptr<ClockMonitor>> Open(const std::string& pci_bus_id);
-  ~ClockMonitor();
+  ~ClockMonitor() override;
   ClockMonitor(const ClockMonitor&) = delete;
   ClockMonitor& operator=(const ClockMonitor&) = delete;
 
@@ -92,8 +101,8 @@ class ClockMonitor {
   std::string Describe();
   // Samples the SM clock, the reasons and the energy counter every
   // millisecond on a thread of its own until Stop().
-  void Start();
-  ClockSummary Stop();
+  void Start() override;
+  ClockSummary Stop() override;
 
  private:
   struct Api;

@@ -40,11 +40,11 @@ struct EventPair {
 }  // namespace
 
 absl::Status MeasurePower(gpu::Backend* backend, int device, gpu::StreamHandle stream,
-                          const EnqueueCall& enqueue, ClockMonitor* monitor, double window_ms,
+                          const EnqueueCall& enqueue, WindowSampler* sampler, double window_ms,
                           PowerWindow* out) {
   *out = PowerWindow{};
   PowerWindow& w = *out;
-  if (monitor == nullptr) {
+  if (sampler == nullptr) {
     return absl::FailedPreconditionError("no NVML monitor: power is not measured");
   }
   if (!(window_ms >= 100 && window_ms <= 60000)) {
@@ -67,7 +67,7 @@ absl::Status MeasurePower(gpu::Backend* backend, int device, gpu::StreamHandle s
   const double per_call_ms = std::max(1e-4, static_cast<double>(probe_ms) / kProbeCalls);
   const int chunk = static_cast<int>(std::clamp(std::ceil(kChunkMs / per_call_ms), 1.0, 4096.0));
 
-  monitor->Start();
+  sampler->Start();
   const auto t0 = std::chrono::steady_clock::now();
   absl::Status s = backend->RecordEvent(device, ev.start, stream);
   while (s.ok()) {
@@ -85,7 +85,7 @@ absl::Status MeasurePower(gpu::Backend* backend, int device, gpu::StreamHandle s
   }
   if (s.ok()) s = backend->RecordEvent(device, ev.end, stream);
   if (s.ok()) s = backend->StreamSynchronize(device, stream);
-  w.clocks = monitor->Stop();
+  w.clocks = sampler->Stop();
   MLAJIT_RETURN_IF_ERROR(s);
   MLAJIT_ASSIGN_OR_RETURN(float ms, backend->ElapsedMs(ev.start, ev.end));
   w.device_ms = ms;
@@ -99,7 +99,7 @@ absl::Status MeasurePower(gpu::Backend* backend, int device, gpu::StreamHandle s
   return absl::OkStatus();
 }
 
-absl::Status MeasureWaitingPower(gpu::Backend* backend, int device, ClockMonitor* monitor,
+absl::Status MeasureWaitingPower(gpu::Backend* backend, int device, WindowSampler* sampler,
                                  double window_ms, PowerWindow* out) {
   MLAJIT_ASSIGN_OR_RETURN(gpu::DeviceProperties props, backend->GetDeviceProperties(device));
   MLAJIT_ASSIGN_OR_RETURN(
@@ -114,7 +114,7 @@ absl::Status MeasureWaitingPower(gpu::Backend* backend, int device, ClockMonitor
   config.block_x = 32 * kWaitWarpsPerSm;
   const gpu::FunctionHandle f = wait->function();
   auto launch = [&](int) { return backend->Launch(device, f, config, args, stream.get()); };
-  return MeasurePower(backend, device, stream.get(), launch, monitor, window_ms, out);
+  return MeasurePower(backend, device, stream.get(), launch, sampler, window_ms, out);
 }
 
 std::string FormatPowerWindow(const std::string& name, const PowerWindow& w) {

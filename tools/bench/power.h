@@ -36,18 +36,18 @@ struct PowerWindow {
 
 // Calls of `enqueue` back to back on `stream`, in chunks of about 20 ms with a
 // synchronisation between chunks, until `window_ms` of host time has passed;
-// the monitor samples the whole window. kFailedPrecondition when the energy
+// `sampler` (a ClockMonitor) samples the whole window. kFailedPrecondition when the energy
 // counter did not change at least twice in it (no counter, or a window too
 // short for the driver's update steps). `out->enqueued` counts the calls made
 // on every path, errors included (the read ceiling's checksum needs it).
 absl::Status MeasurePower(gpu::Backend* backend, int device, gpu::StreamHandle stream,
-                          const EnqueueCall& enqueue, ClockMonitor* monitor, double window_ms,
+                          const EnqueueCall& enqueue, WindowSampler* sampler, double window_ms,
                           PowerWindow* out);
 
 // The same for kernels in which every SM only waits on the global timer (four
 // warps an SM, 2 ms a launch): the clocks up, next to nothing issued. What the
 // board draws busy before any work.
-absl::Status MeasureWaitingPower(gpu::Backend* backend, int device, ClockMonitor* monitor,
+absl::Status MeasureWaitingPower(gpu::Backend* backend, int device, WindowSampler* sampler,
                                  double window_ms, PowerWindow* out);
 
 // "NAME: 612 W at 1545 MHz (power cap 100 % of the window), 1.520 ms a call,
