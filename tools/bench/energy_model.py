@@ -6,7 +6,7 @@ This prices each case's work by what the bench's own power windows say the
 same work costs: every product FLOP what cublasLt's adds above SMs that only
 wait (its ceiling's watts less the waiting watts, over its rate), every byte
 what the streaming read's adds, and the waiting watts for as long as the call
-runs. At the limit the call then takes at least
+runs. At the limit the call would then take
 
     F8 / R8 + F16 / R16 + (bytes / R_read) * (P_read - P_wait) / (P_cap - P_wait)
 
