@@ -103,6 +103,15 @@ int Main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    // The next argument as milliseconds in least..60000 into *out; false
+    // after saying what was wrong.
+    auto milliseconds = [&](double* out, double least) {
+      const std::string ms = next();
+      if (absl::SimpleAtod(ms, out) && *out >= least && *out <= 60000) return true;
+      std::fprintf(stderr, "mlajit_bench: %s '%s': expected milliseconds in %g..60000\n", a.c_str(),
+                   ms.c_str(), least);
+      return false;
+    };
     if (a == "--suite") {
       suites = next();
     } else if (a == "--json") {
@@ -121,12 +130,7 @@ int Main(int argc, char** argv) {
     } else if (a == "--no-check") {
       check = false;
     } else if (a == "--warmup-ms") {
-      const std::string ms = next();
-      if (!absl::SimpleAtod(ms, &warmup_ms) || !(warmup_ms >= 0 && warmup_ms <= 60000)) {
-        std::fprintf(stderr, "mlajit_bench: --warmup-ms '%s': expected milliseconds in 0..60000\n",
-                     ms.c_str());
-        return 2;
-      }
+      if (!milliseconds(&warmup_ms, 0)) return 2;
     } else if (a == "--ceilings") {
       const std::string how = next();
       if (how != "measured" && how != "assumed") {
@@ -144,12 +148,7 @@ int Main(int argc, char** argv) {
     } else if (a == "--power") {
       power_ms = 1000;
     } else if (a == "--power-ms") {
-      const std::string ms = next();
-      if (!absl::SimpleAtod(ms, &power_ms) || !(power_ms >= 100 && power_ms <= 60000)) {
-        std::fprintf(stderr, "mlajit_bench: --power-ms '%s': expected milliseconds in 100..60000\n",
-                     ms.c_str());
-        return 2;
-      }
+      if (!milliseconds(&power_ms, 100)) return 2;
     } else if (a == "--schedule") {
       schedule_target = next();
       if (schedule_target.empty()) {

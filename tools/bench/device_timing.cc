@@ -8,32 +8,18 @@
 #include "src/base/status_macros.h"
 
 namespace mlajit::bench {
-namespace {
 
-// Two events destroyed on every path.
-class EventPair {
- public:
-  EventPair(gpu::Backend* b, int device) : b_(b), device_(device) {}
-  ~EventPair() {
-    for (gpu::EventHandle e : {start_, end_}) {
-      if (e != 0) (void)b_->DestroyEvent(device_, e);
-    }
+EventPair::~EventPair() {
+  for (gpu::EventHandle e : {start_, end_}) {
+    if (e != 0) (void)b_->DestroyEvent(device_, e);
   }
-  absl::Status Create() {
-    MLAJIT_ASSIGN_OR_RETURN(start_, b_->CreateEvent(device_));
-    MLAJIT_ASSIGN_OR_RETURN(end_, b_->CreateEvent(device_));
-    return absl::OkStatus();
-  }
-  gpu::EventHandle start() const { return start_; }
-  gpu::EventHandle end() const { return end_; }
+}
 
- private:
-  gpu::Backend* b_;
-  int device_;
-  gpu::EventHandle start_ = 0, end_ = 0;
-};
-
-}  // namespace
+absl::Status EventPair::Create() {
+  MLAJIT_ASSIGN_OR_RETURN(start_, b_->CreateEvent(device_));
+  MLAJIT_ASSIGN_OR_RETURN(end_, b_->CreateEvent(device_));
+  return absl::OkStatus();
+}
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());

@@ -21,6 +21,27 @@
 
 namespace mlajit::bench {
 
+// Two events on `device`, destroyed on every path.
+//
+//   EventPair ev(b, dev);
+//   MLAJIT_RETURN_IF_ERROR(ev.Create());
+//   ... RecordEvent(dev, ev.start(), s) ... RecordEvent(dev, ev.end(), s) ...
+class EventPair {
+ public:
+  EventPair(gpu::Backend* b, int device) : b_(b), device_(device) {}
+  ~EventPair();
+  EventPair(const EventPair&) = delete;
+  EventPair& operator=(const EventPair&) = delete;
+  absl::Status Create();
+  gpu::EventHandle start() const { return start_; }
+  gpu::EventHandle end() const { return end_; }
+
+ private:
+  gpu::Backend* b_;
+  int device_;
+  gpu::EventHandle start_ = 0, end_ = 0;
+};
+
 // Enqueues call number i (callers may rotate inputs by it).
 using EnqueueCall = std::function<absl::Status(int i)>;
 

@@ -20,23 +20,6 @@ constexpr double kChunkMs = 20;     // device time between the window's synchron
 constexpr int kWaitWarpsPerSm = 4;  // MeasureWaitingPower's kernel
 constexpr double kWaitLaunchUs = 2000;
 
-// Two events destroyed on every path.
-struct EventPair {
-  gpu::Backend* backend;
-  int device;
-  gpu::EventHandle start = 0, end = 0;  // 0: not created
-  ~EventPair() {
-    for (gpu::EventHandle e : {start, end}) {
-      if (e != 0) (void)backend->DestroyEvent(device, e);
-    }
-  }
-  absl::Status Create() {
-    MLAJIT_ASSIGN_OR_RETURN(start, backend->CreateEvent(device));
-    MLAJIT_ASSIGN_OR_RETURN(end, backend->CreateEvent(device));
-    return absl::OkStatus();
-  }
-};
-
 }  // namespace
 
 absl::Status MeasurePower(gpu::Backend* backend, int device, gpu::StreamHandle stream,
@@ -51,25 +34,25 @@ absl::Status MeasurePower(gpu::Backend* backend, int device, gpu::StreamHandle s
     return absl::InvalidArgumentError(
         absl::StrCat("power window ", window_ms, " ms: expected 100..60000"));
   }
-  EventPair ev{backend, device};
+  EventPair ev(backend, device);
   MLAJIT_RETURN_IF_ERROR(ev.Create());
   // Size the chunks from a few calls.
   constexpr int kProbeCalls = 4;
   MLAJIT_RETURN_IF_ERROR(backend->StreamSynchronize(device, stream));
-  MLAJIT_RETURN_IF_ERROR(backend->RecordEvent(device, ev.start, stream));
+  MLAJIT_RETURN_IF_ERROR(backend->RecordEvent(device, ev.start(), stream));
   for (int i = 0; i < kProbeCalls; ++i) {
     MLAJIT_RETURN_IF_ERROR(enqueue(i));
     ++w.enqueued;
   }
-  MLAJIT_RETURN_IF_ERROR(backend->RecordEvent(device, ev.end, stream));
+  MLAJIT_RETURN_IF_ERROR(backend->RecordEvent(device, ev.end(), stream));
   MLAJIT_RETURN_IF_ERROR(backend->StreamSynchronize(device, stream));
-  MLAJIT_ASSIGN_OR_RETURN(float probe_ms, backend->ElapsedMs(ev.start, ev.end));
+  MLAJIT_ASSIGN_OR_RETURN(float probe_ms, backend->ElapsedMs(ev.start(), ev.end()));
   const double per_call_ms = std::max(1e-4, static_cast<double>(probe_ms) / kProbeCalls);
   const int chunk = static_cast<int>(std::clamp(std::ceil(kChunkMs / per_call_ms), 1.0, 4096.0));
 
   sampler->Start();
   const auto t0 = std::chrono::steady_clock::now();
-  absl::Status s = backend->RecordEvent(device, ev.start, stream);
+  absl::Status s = backend->RecordEvent(device, ev.start(), stream);
   while (s.ok()) {
     for (int i = 0; i < chunk && s.ok(); ++i) {
       s = enqueue(w.calls + i);
@@ -83,11 +66,11 @@ absl::Status MeasurePower(gpu::Backend* backend, int device, gpu::StreamHandle s
       break;
     }
   }
-  if (s.ok()) s = backend->RecordEvent(device, ev.end, stream);
+  if (s.ok()) s = backend->RecordEvent(device, ev.end(), stream);
   if (s.ok()) s = backend->StreamSynchronize(device, stream);
   w.clocks = sampler->Stop();
   MLAJIT_RETURN_IF_ERROR(s);
-  MLAJIT_ASSIGN_OR_RETURN(float ms, backend->ElapsedMs(ev.start, ev.end));
+  MLAJIT_ASSIGN_OR_RETURN(float ms, backend->ElapsedMs(ev.start(), ev.end()));
   w.device_ms = ms;
   w.watts = w.clocks.watts;
   if (w.clocks.energy_steps < 2 || w.watts <= 0) {
